@@ -1,0 +1,178 @@
+"""Comparators: does the optimized output still give the right numbers?
+
+Each comparator returns an `Accuracy`: a list of checks, the first being the
+headline figure that is reported, stored in baselines and watched for drift.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import torch
+from torch.utils._pytree import tree_leaves
+
+
+@dataclass(frozen=True)
+class Check:
+    metric: str
+    value: float
+    limit: float
+    lower_is_better: bool
+
+    @property
+    def passed(self) -> bool:
+        if math.isnan(self.value):
+            return False
+        return self.value <= self.limit if self.lower_is_better else self.value >= self.limit
+
+    def text(self) -> str:
+        sign = "<=" if self.lower_is_better else ">="
+        return f"{self.metric} {self.value:.4g} (limit {sign} {self.limit:.4g})"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "metric": self.metric,
+            "value": self.value,
+            "limit": self.limit,
+            "lower_is_better": self.lower_is_better,
+            "passed": self.passed,
+        }
+
+
+@dataclass(frozen=True)
+class Accuracy:
+    checks: tuple[Check, ...]
+
+    @property
+    def headline(self) -> Check:
+        return self.checks[0]
+
+    @property
+    def passed(self) -> bool:
+        return all(check.passed for check in self.checks)
+
+    @property
+    def failures(self) -> list[Check]:
+        return [check for check in self.checks if not check.passed]
+
+
+class Comparator(Protocol):
+    def __call__(self, reference: Any, optimized: Any, fp64: Any | None = None) -> Accuracy: ...
+
+
+def tensors(output: Any) -> list[torch.Tensor]:
+    """The tensors of a model output (tensor, tuple, dict, or a transformers ModelOutput)."""
+    if hasattr(output, "to_tuple"):
+        output = output.to_tuple()
+    leaves = [leaf for leaf in tree_leaves(output) if isinstance(leaf, torch.Tensor)]
+    if not leaves:
+        raise TypeError(f"output of type {type(output).__name__} holds no tensors to compare")
+    return leaves
+
+
+def _paired(reference: Any, optimized: Any) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    ref, opt = tensors(reference), tensors(optimized)
+    if len(ref) != len(opt):
+        raise ValueError(f"reference gives {len(ref)} tensors, optimized gives {len(opt)}")
+    for r, o in zip(ref, opt, strict=True):
+        if r.shape != o.shape:
+            raise ValueError(f"shape mismatch: reference {tuple(r.shape)} vs optimized {tuple(o.shape)}")
+    return list(zip(ref, opt, strict=True))
+
+
+def _flat64(values: list[torch.Tensor]) -> torch.Tensor:
+    return torch.cat([v.detach().to("cpu", torch.float64).flatten() for v in values])
+
+
+def _max_abs_diff(reference: Any, optimized: Any) -> float:
+    return max(
+        float((r.detach().double() - o.detach().to(r.device).double()).abs().max()) if r.numel() else 0.0
+        for r, o in _paired(reference, optimized)
+    )
+
+
+def rmse(output: Any, target: Any) -> float:
+    pairs = _paired(target, output)
+    diff = _flat64([o for _, o in pairs]) - _flat64([t for t, _ in pairs])
+    return float(torch.sqrt(torch.mean(diff * diff)))
+
+
+def cosine_similarity(reference: Any, optimized: Any) -> float:
+    pairs = _paired(reference, optimized)
+    return float(
+        torch.nn.functional.cosine_similarity(_flat64([r for r, _ in pairs]), _flat64([o for _, o in pairs]), dim=0)
+    )
+
+
+def top1_agreement(reference: Any, optimized: Any) -> float:
+    """Share of rows whose argmax over the last dimension agrees (the logits are the first output)."""
+    ref, opt = _paired(reference, optimized)[0]
+    return float((ref.argmax(dim=-1) == opt.to(ref.device).argmax(dim=-1)).float().mean())
+
+
+@dataclass(frozen=True)
+class Exact:
+    """Bitwise-identical outputs: for optimizations that must not change a single number."""
+
+    def __call__(self, reference: Any, optimized: Any, fp64: Any | None = None) -> Accuracy:
+        pairs = _paired(reference, optimized)
+        identical = all(torch.equal(r, o.to(r.device)) and r.dtype == o.dtype for r, o in pairs)
+        diff = 0.0 if identical else max(_max_abs_diff(reference, optimized), math.ulp(0.0))
+        return Accuracy((Check("max_abs_diff", diff, 0.0, lower_is_better=True),))
+
+
+@dataclass(frozen=True)
+class Close:
+    """Same numbers up to reordering of floating-point work, as in PyTorch's dynamo benchmark `same()`.
+
+    Passes when allclose(rtol, atol); otherwise, given an fp64 reference, when
+    the optimized output's RMSE against it is within `multiplier` times the
+    reference's own RMSE (plus atol/10).
+    """
+
+    rtol: float = 1e-4
+    atol: float = 1e-4
+    multiplier: float = 2.0
+
+    def __call__(self, reference: Any, optimized: Any, fp64: Any | None = None) -> Accuracy:
+        pairs = _paired(reference, optimized)
+        worst = max(
+            float(((o.to(r.device).double() - r.double()).abs() - self.rtol * r.double().abs()).max()) for r, o in pairs
+        )
+        allclose = Check("allclose_excess", worst, self.atol, lower_is_better=True)
+        if allclose.passed or fp64 is None:
+            return Accuracy((allclose,))
+        ref_error = rmse(reference, fp64)
+        limit = self.multiplier * ref_error + self.atol / 10
+        return Accuracy((Check("rmse_vs_fp64", rmse(optimized, fp64), limit, lower_is_better=True),))
+
+
+def relative_rmse(output: Any, target: Any) -> float:
+    """RMSE of `output` against `target`, relative to the RMS of `target`."""
+    scale = float(torch.sqrt(torch.mean(_flat64(tensors(target)) ** 2)))
+    return rmse(output, target) / scale if scale else math.inf
+
+
+@dataclass(frozen=True)
+class ReducedPrecision:
+    """Outputs computed in fewer bits: cosine to the reference, relative RMSE against fp64, top-1 agreement.
+
+    The fp64 check scales with the format: bf16 keeps 8 significant bits, so a
+    relative error near 1e-2 after a deep network is expected; fp32's own is
+    reported beside it so the two can be compared.
+    """
+
+    min_cosine: float = 0.99
+    max_relative_rmse: float = 0.05
+    min_top1: float | None = 0.75
+
+    def __call__(self, reference: Any, optimized: Any, fp64: Any | None = None) -> Accuracy:
+        checks = [Check("cosine", cosine_similarity(reference, optimized), self.min_cosine, lower_is_better=False)]
+        if fp64 is not None:
+            checks.append(Check("rel_rmse_vs_fp64", relative_rmse(optimized, fp64), self.max_relative_rmse, True))
+            checks.append(Check("fp32_rel_rmse_vs_fp64", relative_rmse(reference, fp64), self.max_relative_rmse, True))
+        if self.min_top1 is not None:
+            checks.append(Check("top1_agreement", top1_agreement(reference, optimized), self.min_top1, False))
+        return Accuracy(tuple(checks))

@@ -1,0 +1,38 @@
+"""A case: the one thing a benchmark declares and hands to the harness."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .accuracy import Comparator
+from .hardware import Requires
+
+
+@dataclass(frozen=True)
+class Case:
+    """A reference and an optimized way to do the same work, and what counts as success.
+
+    `reference` and `optimized` are the timed calls. The accuracy check compares
+    one call of each, unless `reference_output`/`optimized_output` say what to
+    compare instead (e.g. a short training run's losses). `fp64_output`, where
+    given, is the high-precision truth for cases that change precision.
+    """
+
+    reference: Callable[[], Any]
+    optimized: Callable[[], Any]
+    accuracy: Comparator
+    floor: float
+    """Lowest speedup accepted whatever the baseline says."""
+    ceiling: float | None = None
+    """For cases that assert the absence of a speedup: fail when the whole interval is above it."""
+    requires: Requires = field(default_factory=Requires)
+    names: tuple[str, str] = ("reference", "optimized")
+    reference_output: Callable[[], Any] | None = None
+    optimized_output: Callable[[], Any] | None = None
+    fp64_output: Callable[[], Any] | None = None
+    speedup_tolerance: float | None = None
+    """Overrides --speedup-tolerance for this case."""
+    details: Callable[[], dict[str, Any]] | None = None
+    """Extra measurements reported with the case (e.g. prefill and decode latency), run after the timed rounds."""

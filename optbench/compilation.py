@@ -1,0 +1,42 @@
+"""What torch.compile did during a call: graphs captured and graph breaks."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+
+@dataclass
+class CompileActivity:
+    graphs: int = 0
+    graph_breaks: int = 0
+    break_reasons: list[str] = field(default_factory=list)
+
+    @property
+    def compiled(self) -> bool:
+        return self.graphs > 0
+
+    def as_dict(self) -> dict[str, object]:
+        return {"graphs": self.graphs, "graph_breaks": self.graph_breaks, "break_reasons": self.break_reasons[:5]}
+
+
+def _counters() -> tuple[int, dict[str, int]]:
+    from torch._dynamo.utils import counters
+
+    return counters["stats"]["unique_graphs"], dict(counters["graph_break"])
+
+
+@contextmanager
+def watch_compilation() -> Iterator[CompileActivity]:
+    """Counts dynamo graphs and graph breaks that appear inside the block."""
+    activity = CompileActivity()
+    graphs_before, breaks_before = _counters()
+    try:
+        yield activity
+    finally:
+        graphs_after, breaks_after = _counters()
+        activity.graphs = graphs_after - graphs_before
+        new_breaks = {reason: n - breaks_before.get(reason, 0) for reason, n in breaks_after.items()}
+        activity.break_reasons = [reason for reason, n in new_breaks.items() if n > 0]
+        activity.graph_breaks = sum(n for n in new_breaks.values() if n > 0)

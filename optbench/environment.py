@@ -1,0 +1,94 @@
+"""The environment a measurement belongs to: its key for baselines and its fingerprint."""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+from pathlib import Path
+from typing import Any
+
+import torch
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def _cpuinfo() -> dict[str, str]:
+    info: dict[str, str] = {}
+    path = Path("/proc/cpuinfo")
+    if path.exists():
+        for line in path.read_text().splitlines():
+            key, _, value = line.partition(":")
+            info.setdefault(key.strip(), value.strip())
+    return info
+
+
+def cpu_model() -> str:
+    info = _cpuinfo()
+    name = info.get("model name") or platform.processor() or platform.machine()
+    # Virtual machines often report a bare family name ("AMD EPYC"); family and
+    # model numbers tell the generations apart.
+    if "cpu family" in info and "model" in info:
+        name += f" family {info['cpu family']} model {info['model']}"
+    return name
+
+
+def cpu_isa() -> str:
+    isa = torch.backends.cpu.get_cpu_capability().lower()
+    if torch.ops.mkldnn._is_mkldnn_bf16_supported():
+        isa += "-bf16"
+    return isa
+
+
+def torch_minor() -> str:
+    return ".".join(torch.__version__.split("+")[0].split(".")[:2])
+
+
+def environment_key(device: torch.device) -> str:
+    """Device class plus torch major.minor: the runs whose speedups are comparable."""
+    if device.type == "cuda":
+        major, minor = torch.cuda.get_device_capability(device)
+        hardware = f"cuda-{_slug(torch.cuda.get_device_name(device))}-sm{major}{minor}"
+    else:
+        hardware = f"cpu-{_slug(cpu_model())}-{cpu_isa()}-t{torch.get_num_threads()}"
+    return f"{hardware}-torch{torch_minor()}"
+
+
+def _version(module: str) -> str | None:
+    try:
+        return __import__(module).__version__
+    except ImportError:
+        return None
+
+
+def fingerprint(device: torch.device) -> dict[str, Any]:
+    """Everything that explains why two runs' numbers differ."""
+    info: dict[str, Any] = {
+        "environment_key": environment_key(device),
+        "device": str(device),
+        "torch": torch.__version__,
+        "torchvision": _version("torchvision"),
+        "transformers": _version("transformers"),
+        "cpu_model": cpu_model(),
+        "cpu_isa": cpu_isa(),
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "cuda": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+    }
+    if device.type == "cuda":
+        major, minor = torch.cuda.get_device_capability(device)
+        info["gpu_name"] = torch.cuda.get_device_name(device)
+        info["gpu_capability"] = f"{major}.{minor}"
+        info["gpu_driver"] = _nvidia_driver()
+    return info
+
+
+def _nvidia_driver() -> str | None:
+    version_file = Path("/proc/driver/nvidia/version")
+    if not version_file.exists():
+        return None
+    match = re.search(r"Kernel Module\s+(\S+)", version_file.read_text())
+    return match.group(1) if match else None

@@ -1,0 +1,74 @@
+"""What a case needs from the machine, and why a machine falls short."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+_DTYPE_NAMES = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32", torch.float64: "fp64"}
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return _DTYPE_NAMES.get(dtype, str(dtype).removeprefix("torch."))
+
+
+def cuda_capability(device: torch.device) -> tuple[int, int] | None:
+    if device.type != "cuda":
+        return None
+    return torch.cuda.get_device_capability(device)
+
+
+def dtype_unsupported_reason(dtype: torch.dtype, device: torch.device) -> str | None:
+    """Why `dtype` has no fast native path on `device`, or None when it has one."""
+    if dtype in (torch.float32, torch.float64):
+        return None
+    name = dtype_name(dtype)
+    if device.type == "cuda":
+        needed = {torch.float16: (7, 0), torch.bfloat16: (8, 0)}.get(dtype)
+        capability = cuda_capability(device)
+        if needed and capability < needed:
+            return (
+                f"{name} needs compute capability >= {needed[0]}.{needed[1]} "
+                f"({torch.cuda.get_device_name(device)} is {capability[0]}.{capability[1]})"
+            )
+        return None
+    if device.type == "cpu":
+        native = {
+            torch.bfloat16: (torch.ops.mkldnn._is_mkldnn_bf16_supported, "AVX512-BF16 or AMX"),
+            torch.float16: (torch.ops.mkldnn._is_mkldnn_fp16_supported, "AVX512-FP16 or AMX-FP16"),
+        }.get(dtype)
+        if native and not native[0]():
+            return f"this CPU has no native {name} ({native[1]}); {name} would run emulated, far slower than fp32"
+        return None
+    return f"{name} support on {device.type} is unknown to optbench"
+
+
+@dataclass(frozen=True)
+class Requires:
+    """Hardware and profile a case needs; anything else skips it with the reason."""
+
+    cuda: bool = False
+    min_capability: tuple[int, int] | None = None
+    dtype: torch.dtype | None = None
+    profiles: tuple[str, ...] | None = None
+    why: str = ""
+    """Why CUDA is needed, said in the skip reason (e.g. 'pinned host memory only speeds host-to-GPU copies')."""
+
+    def unmet(self, device: torch.device, profile: str) -> str | None:
+        if self.profiles is not None and profile not in self.profiles:
+            return f"runs only in profile {'/'.join(self.profiles)} (this run: {profile})"
+        if (self.cuda or self.min_capability) and device.type != "cuda":
+            because = f": {self.why}" if self.why else ""
+            return f"needs a CUDA device{because} (running on {device.type})"
+        if self.min_capability:
+            capability = cuda_capability(device)
+            if capability < self.min_capability:
+                major, minor = self.min_capability
+                return (
+                    f"needs compute capability >= {major}.{minor}"
+                    f" ({torch.cuda.get_device_name(device)} is {capability[0]}.{capability[1]})"
+                )
+        if self.dtype is not None:
+            return dtype_unsupported_reason(self.dtype, device)
+        return None

@@ -1,0 +1,227 @@
+"""The pytest plugin: options, the `optbench`, `device` and `profile` fixtures, and the run summary."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from .baselines import BaselineError, BaselineStore
+from .environment import environment_key, fingerprint
+from .profiles import PROFILES, Profile
+from .record import RECORD_KEY
+from .report import summary
+from .runner import CaseRunner, RunSettings
+
+_SESSION = pytest.StashKey["OptbenchSession"]()
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a fraction in [0, 1), e.g. 0.1 for 10%")
+    return value
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be positive")
+    return value
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("optbench", "optbench: gated benchmarks of PyTorch optimizations")
+    group.addoption(
+        "--profile",
+        choices=sorted(PROFILES),
+        default=None,
+        help="workload sizes and measurement budget: smoke (small, CPU CI) or standard (the seeds' "
+        "sizes, GPU nightly). Default: smoke on CPU, standard on CUDA.",
+    )
+    group.addoption(
+        "--device",
+        default=None,
+        help="cpu, cuda or cuda:N. Default: cuda if torch sees a GPU, else cpu.",
+    )
+    group.addoption(
+        "--update-baselines",
+        action="store_true",
+        help="record the measured speedup and accuracy of every case that ran as the baseline for "
+        "this environment (merged into baselines/<environment key>.json; other entries kept).",
+    )
+    group.addoption(
+        "--speedup-tolerance",
+        type=_fraction,
+        default=0.10,
+        help="fail a case when its whole speedup interval is below baseline x (1 - this). Default 0.10.",
+    )
+    group.addoption(
+        "--accuracy-drift",
+        type=_fraction,
+        default=0.5,
+        help="fail a case whose accuracy figure moved more than this share of its baseline headroom "
+        "toward the limit. Default 0.5.",
+    )
+    group.addoption(
+        "--ci-target",
+        type=_fraction,
+        default=None,
+        help="target relative half-width of the speedup's 95%% interval (profile default: 0.03 smoke, 0.02 standard).",
+    )
+    group.addoption(
+        "--case-budget",
+        type=_positive,
+        default=None,
+        help="most seconds of timed rounds per case (profile default: 8 smoke, 60 standard).",
+    )
+    group.addoption(
+        "--baselines-dir",
+        default=None,
+        help="folder of baseline files. Default: baselines/ in the rootdir.",
+    )
+    group.addoption(
+        "--results-dir",
+        default=".optbench",
+        help="folder for this run's records.jsonl (written as cases finish) and summary.md. Default .optbench.",
+    )
+
+
+def resolve_device(value: str | None) -> torch.device:
+    if value is None:
+        return torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
+    match = re.fullmatch(r"cpu|cuda(?::(\d+))?", value)
+    if not match:
+        raise pytest.UsageError(f"--device {value!r}: expected cpu, cuda or cuda:N")
+    if value == "cpu":
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        raise pytest.UsageError(f"--device {value}: torch sees no CUDA device here; run with --device cpu")
+    index = int(match.group(1) or 0)
+    if index >= torch.cuda.device_count():
+        raise pytest.UsageError(f"--device {value}: only {torch.cuda.device_count()} CUDA device(s) visible")
+    return torch.device("cuda", index)
+
+
+class OptbenchSession:
+    """Per-run state: resolved settings, and the records of finished cases."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.device = resolve_device(config.getoption("device"))
+        if self.device.type == "cuda":
+            torch.cuda.set_device(self.device)
+        name = config.getoption("profile") or ("standard" if self.device.type == "cuda" else "smoke")
+        self.profile: Profile = PROFILES[name].with_overrides(
+            config.getoption("ci_target"), config.getoption("case_budget")
+        )
+        self.results_dir = Path(config.getoption("results_dir"))
+        self.records: list[dict[str, Any]] = []
+        self._settings: RunSettings | None = None
+
+    @property
+    def is_worker(self) -> bool:
+        return os.environ.get("PYTEST_XDIST_WORKER") is not None
+
+    def settings(self) -> RunSettings:
+        """Built on first need, so runs without benchmarks never read baselines."""
+        if self._settings is None:
+            directory = self.config.getoption("baselines_dir") or Path(self.config.rootpath, "baselines")
+            self._settings = RunSettings(
+                device=self.device,
+                profile=self.profile,
+                speedup_tolerance=self.config.getoption("speedup_tolerance"),
+                accuracy_drift=self.config.getoption("accuracy_drift"),
+                update_baselines=self.config.getoption("update_baselines"),
+                baselines=BaselineStore(Path(directory), environment_key(self.device)),
+                environment=fingerprint(self.device),
+            )
+        return self._settings
+
+    def add(self, record: dict[str, Any]) -> None:
+        """Keep a finished case's record and append it to records.jsonl at once, so a crash loses nothing."""
+        if not self.records:
+            self.results_dir.mkdir(parents=True, exist_ok=True)
+            (self.results_dir / "records.jsonl").write_text("")
+        self.records.append(record)
+        with open(self.results_dir / "records.jsonl", "a") as stream:
+            stream.write(json.dumps(record) + "\n")
+
+    # Hooks: on an xdist controller the workers' records arrive here through report.user_properties.
+
+    @pytest.hookimpl
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when != "call" or self.is_worker:
+            return
+        for name, value in report.user_properties:
+            if name == RECORD_KEY:
+                self.add(value)
+
+    @pytest.hookimpl
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if not self.records:
+            return
+        key = self.records[0]["environment_key"]
+        terminalreporter.write_sep("=", f"optbench: profile {self.profile.name} on {self.device} ({key})")
+        terminalreporter.write_line(summary(self.records))
+
+    @pytest.hookimpl
+    def pytest_sessionfinish(self) -> None:
+        if self.records and not self.is_worker:
+            (self.results_dir / "summary.md").write_text(summary(self.records, markdown=True) + "\n")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    session = OptbenchSession(config)
+    config.stash[_SESSION] = session
+    config.pluginmanager.register(session, "optbench-session")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if any("optbench" in getattr(item, "fixturenames", ()) for item in items):
+        try:
+            config.stash[_SESSION].settings()
+        except BaselineError as error:
+            raise pytest.UsageError(str(error)) from None
+
+
+@pytest.fixture(scope="session")
+def device(pytestconfig: pytest.Config) -> torch.device:
+    """The torch device this run measures on (--device)."""
+    return pytestconfig.stash[_SESSION].device
+
+
+@pytest.fixture(scope="session")
+def profile(pytestconfig: pytest.Config) -> Profile:
+    """The measurement profile of this run (--profile); fixtures size workloads by its name."""
+    return pytestconfig.stash[_SESSION].profile
+
+
+@pytest.fixture
+def optbench(request: pytest.FixtureRequest, benchmark: Any) -> CaseRunner:
+    """Runs a `Case` through warm-up, paired timing, accuracy and the gate: `optbench.run(case)`."""
+    session = request.config.stash[_SESSION]
+    technique = request.module.__name__.rsplit(".", 1)[-1].removeprefix("test_")
+    return CaseRunner(
+        session.settings(),
+        benchmark,
+        case_id=f"{session.profile.name}:{request.node.nodeid}",
+        technique=technique,
+        publish=lambda record: request.node.user_properties.append((RECORD_KEY, record)),
+    )
+
+
+def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict[str, Any]) -> None:
+    machine_info["optbench"] = fingerprint(config.stash[_SESSION].device)

@@ -1,0 +1,39 @@
+"""Measurement profiles: how long and how precisely each case is measured."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+
+@dataclass(frozen=True)
+class Profile:
+    """How a run measures; workload sizes per profile live with the fixtures."""
+
+    name: str
+    ci_half_width: float
+    """Target relative half-width of the speedup's 95% interval."""
+    case_budget_s: float
+    """Most seconds of timed rounds per case."""
+    warmup_budget_s: float
+    """Most seconds of warm-up per case, compilation excluded."""
+    min_rounds: int
+    max_rounds: int
+    warmup_window: int = 5
+    settle_tolerance: float = 0.05
+
+    def with_overrides(self, ci_half_width: float | None, case_budget_s: float | None) -> Profile:
+        return replace(
+            self,
+            ci_half_width=self.ci_half_width if ci_half_width is None else ci_half_width,
+            case_budget_s=self.case_budget_s if case_budget_s is None else case_budget_s,
+        )
+
+
+PROFILES: dict[str, Profile] = {
+    "smoke": Profile(
+        "smoke", ci_half_width=0.03, case_budget_s=8.0, warmup_budget_s=6.0, min_rounds=10, max_rounds=400
+    ),
+    "standard": Profile(
+        "standard", ci_half_width=0.02, case_budget_s=60.0, warmup_budget_s=30.0, min_rounds=20, max_rounds=2000
+    ),
+}

@@ -1,0 +1,95 @@
+"""Summaries built only from recorded cases: the terminal table and its markdown twin."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+HEADERS = (
+    "case",
+    "reference",
+    "optimized",
+    "speedup [95% CI]",
+    "baseline",
+    "threshold",
+    "accuracy",
+    "peak mem ref/opt",
+    "compile",
+    "verdict",
+)
+
+
+def case_label(case_id: str) -> str:
+    """`smoke:benchmarks/test_x.py::test_x[a-b]` -> `test_x[a-b]`."""
+    return case_id.rsplit("::", 1)[-1]
+
+
+def _seconds(value: float) -> str:
+    if value >= 1:
+        return f"{value:.2f} s"
+    if value >= 1e-3:
+        return f"{value * 1e3:.2f} ms"
+    return f"{value * 1e6:.1f} us"
+
+
+def _mebibytes(value: int | None) -> str:
+    return "-" if value is None else f"{value / 2**20:.1f}"
+
+
+def _accuracy_text(accuracy: dict[str, Any]) -> str:
+    headline = accuracy["checks"][0]
+    sign = "<=" if headline["lower_is_better"] else ">="
+    mark = "" if accuracy["passed"] else " FAIL"
+    return f"{headline['metric']} {headline['value']:.3g} ({sign}{headline['limit']:.3g}){mark}"
+
+
+def _verdict_text(verdict: dict[str, Any]) -> str:
+    if verdict["failures"]:
+        return "FAIL: " + "; ".join(verdict["failures"])
+    return "pass" + (f" ({'; '.join(verdict['notes'])})" if verdict["notes"] else "")
+
+
+def summary_row(record: dict[str, Any]) -> list[str]:
+    timing = record["timing"]
+    speedup = record["speedup"]
+    baseline = record["gate"]["baseline"]
+    compiled = record["compile"]
+    memory = record["memory"]
+    return [
+        case_label(record["case"]),
+        f"{record['variants']['reference']} {_seconds(timing['reference_s']['median'])}"
+        if timing
+        else record["variants"]["reference"],
+        f"{record['variants']['optimized']} {_seconds(timing['optimized_s']['median'])}"
+        if timing
+        else record["variants"]["optimized"],
+        f"{speedup['point']:.2f}x [{speedup['low']:.2f}, {speedup['high']:.2f}]" if speedup else "not timed",
+        f"{baseline['speedup']:.2f}x" if baseline else "no baseline",
+        f"{record['gate']['threshold']:.2f}x" if speedup else "-",
+        _accuracy_text(record["accuracy"]),
+        f"{_mebibytes(memory['reference_bytes'])}/{_mebibytes(memory['optimized_bytes'])} MiB",
+        f"{compiled['first_call_s']:.1f} s, {compiled['graph_breaks']} breaks" if compiled else "-",
+        _verdict_text(record["verdict"]),
+    ]
+
+
+def text_table(rows: Sequence[Sequence[str]], headers: Sequence[str] = HEADERS) -> str:
+    widths = [max(len(str(cell)) for cell in column) for column in zip(headers, *rows, strict=True)]
+    lines = [
+        "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
+        for line in (headers, *rows)
+    ]
+    lines.insert(1, "  ".join("-" * width for width in widths))
+    return "\n".join(lines)
+
+
+def markdown_table(rows: Sequence[Sequence[str]], headers: Sequence[str] = HEADERS) -> str:
+    def line(cells: Iterable[str]) -> str:
+        return "| " + " | ".join(str(cell).replace("|", "\\|") for cell in cells) + " |"
+
+    return "\n".join([line(headers), line("---" for _ in headers), *(line(row) for row in rows)])
+
+
+def summary(records: Sequence[dict[str, Any]], markdown: bool = False) -> str:
+    rows = [summary_row(record) for record in sorted(records, key=lambda r: r["case"])]
+    return markdown_table(rows) if markdown else text_table(rows)
