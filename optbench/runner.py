@@ -61,6 +61,8 @@ class CaseRunner:
         reason = case.requires.unmet(settings.device, settings.profile.name)
         if reason:
             pytest.skip(reason)
+        # Each case compiles from scratch, so its compile time and graph counts are its own.
+        torch._dynamo.reset()
         with preserved_global_state():
             record = self._measure(case)
         self.benchmark.extra_info[RECORD_KEY] = record
