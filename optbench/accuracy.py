@@ -176,3 +176,49 @@ class ReducedPrecision:
         if self.min_top1 is not None:
             checks.append(Check("top1_agreement", top1_agreement(reference, optimized), self.min_top1, False))
         return Accuracy(tuple(checks))
+
+
+@dataclass(frozen=True)
+class TrainingOutcome:
+    """What a short training run from a fixed seed produced."""
+
+    losses: torch.Tensor
+    """Training loss at every step, in order."""
+    heldout_accuracy: float
+    parameters: tuple[torch.Tensor, ...]
+    """The trained parameters, compared bitwise where the optimization must not change a number."""
+
+
+@dataclass(frozen=True)
+class TrainingAgreement:
+    """Two training runs from one seed: the losses follow the same path and the optimized run learns as well.
+
+    `loss_tolerance` bounds the largest gap between the two loss trajectories,
+    relative to the reference's mean loss; 0 demands bitwise-identical losses
+    and parameters instead. Both runs must reach `min_accuracy` on held-out
+    data (well over chance, or the comparison proves nothing), and the
+    optimized one may trail the reference by at most `max_accuracy_drop`.
+    """
+
+    loss_tolerance: float
+    max_accuracy_drop: float = 0.05
+    min_accuracy: float = 0.3
+
+    def __call__(self, reference: TrainingOutcome, optimized: TrainingOutcome, fp64: Any | None = None) -> Accuracy:
+        if self.loss_tolerance == 0:
+            path = Exact()(
+                (reference.losses, *reference.parameters), (optimized.losses, *optimized.parameters)
+            ).headline
+        else:
+            gap = float((optimized.losses.double() - reference.losses.double()).abs().max())
+            scale = float(reference.losses.double().abs().mean())
+            path = Check("loss_path_deviation", gap / scale if scale else math.inf, self.loss_tolerance, True)
+        drop = reference.heldout_accuracy - optimized.heldout_accuracy
+        return Accuracy(
+            (
+                path,
+                Check("heldout_accuracy_drop", drop, self.max_accuracy_drop, lower_is_better=True),
+                Check("heldout_accuracy", optimized.heldout_accuracy, self.min_accuracy, lower_is_better=False),
+                Check("reference_heldout_accuracy", reference.heldout_accuracy, self.min_accuracy, False),
+            )
+        )

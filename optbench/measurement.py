@@ -97,11 +97,8 @@ class RoundPlan:
 
 
 def plan_rounds(pilot_reference: list[float], pilot_optimized: list[float], profile: Profile) -> RoundPlan:
-    """Enough paired rounds for the target interval width, within the case's time budget.
-
-    A pilot of a few pairs underestimates heavy tails, so the estimate is doubled.
-    """
-    needed = 2 * rounds_for_precision(pilot_reference, pilot_optimized, profile.ci_half_width)
+    """Enough paired rounds for the target interval width, within the case's time budget."""
+    needed = rounds_for_precision(pilot_reference, pilot_optimized, profile.ci_half_width)
     per_round = statistics.median(pilot_reference) + statistics.median(pilot_optimized)
     affordable = max(1, math.floor(profile.case_budget_s / per_round)) if per_round > 0 else profile.max_rounds
     rounds = min(max(needed, profile.min_rounds), max(affordable, profile.min_rounds), profile.max_rounds)

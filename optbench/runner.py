@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -107,10 +108,14 @@ class CaseRunner:
             settings.accuracy_drift,
             graph_breaks=warmup.compile.graph_breaks if warmup.compile.compiled else None,
         )
-        if plan and plan.budget_limited:
+        if speedup and speedup.relative_half_width > profile.ci_half_width:
             verdict.notes.append(
-                f"noisy: {plan.needed} rounds needed for the target interval, budget allowed {plan.rounds}"
+                f"noisy: interval +-{speedup.relative_half_width:.1%}, target +-{profile.ci_half_width:.0%}"
+                f" ({plan.rounds} rounds{', budget-limited' if plan.budget_limited else ''})"
             )
+        load = os.getloadavg()[0]
+        if load > (os.cpu_count() or 1):
+            verdict.notes.append(f"machine busy: load {load:.1f} on {os.cpu_count()} CPUs, timings perturbed")
         if not warmup.settled:
             verdict.notes.append(f"warm-up did not settle in {warmup.calls} calls")
         return build_record(
