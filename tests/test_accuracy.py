@@ -42,7 +42,7 @@ def test_reduced_precision_checks_cosine_fp64_and_top1():
     bf16 = truth.to(torch.bfloat16)
     result = ReducedPrecision()(fp32, bf16, truth)
     assert result.passed
-    assert [check.metric for check in result.checks][0] == "cosine"
+    assert result.headline.metric == "cosine"
     shuffled = bf16[torch.randperm(32)]
     assert not ReducedPrecision()(fp32, shuffled, truth).passed
 
