@@ -48,5 +48,6 @@ def test_compile(optbench, workload, mode):
                 floor=FLOORS[workload.name],
                 requires=MODES[mode],
                 names=("eager", f"compile:{mode}"),
+                expect_compiled=True,
             )
         )

@@ -29,6 +29,10 @@ class Case:
     """For cases that assert the absence of a speedup: fail when the whole interval is above it."""
     requires: Requires = field(default_factory=Requires)
     names: tuple[str, str] = ("reference", "optimized")
+    workload: str = ""
+    """What runs and at what size (e.g. "resnet50 batch 128"): said in failures such as out-of-memory."""
+    expect_compiled: bool = False
+    """The optimized variant uses torch.compile: fail if it captured no graph (eager measured as compiled)."""
     reference_output: Callable[[], Any] | None = None
     optimized_output: Callable[[], Any] | None = None
     fp64_output: Callable[[], Any] | None = None

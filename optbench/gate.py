@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .accuracy import Accuracy
+from .accuracy import Accuracy, Check
 from .stats import Interval
 
 
@@ -76,14 +76,20 @@ def judge(
     tolerance: float,
     accuracy_drift: float,
     graph_breaks: int | None = None,
+    unrepeatable_reference: Check | None = None,
 ) -> Verdict:
     """Speed fails only when the whole interval is past the threshold, so noise alone never fails a case."""
     verdict = Verdict()
-    for check in accuracy.failures:
-        verdict.failures.append(f"accuracy: {check.text()}")
-    drifted = _accuracy_drift(accuracy, baseline, accuracy_drift) if accuracy.passed else None
-    if drifted:
-        verdict.failures.append(drifted)
+    if unrepeatable_reference is not None:
+        verdict.failures.append(
+            f"reference not deterministic: two seeded runs differ ({unrepeatable_reference.text()}), "
+            "so the optimization's accuracy cannot be judged"
+        )
+    else:
+        verdict.failures.extend(f"accuracy: {check.text()}" for check in accuracy.failures)
+        drifted = _accuracy_drift(accuracy, baseline, accuracy_drift) if accuracy.passed else None
+        if drifted:
+            verdict.failures.append(drifted)
     recorded_breaks = (baseline or {}).get("graph_breaks")
     if graph_breaks is not None and recorded_breaks is not None and graph_breaks > recorded_breaks:
         verdict.failures.append(f"compile: {graph_breaks} graph breaks, baseline had {recorded_breaks}")

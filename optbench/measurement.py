@@ -19,20 +19,32 @@ from .stats import rounds_for_precision
 
 
 @dataclass
-class WarmUp:
-    reference_first_s: float
-    optimized_first_s: float
+class FirstCalls:
+    reference_s: float
+    optimized_s: float
     """Wall time of the first optimized call: compilation and autotuning land here."""
+    compile: CompileActivity
+
+
+def first_calls(reference: Callable[[], Any], optimized: Callable[[], Any], clock: DeviceClock) -> FirstCalls:
+    reference_s, _ = clock.time(reference)
+    with watch_compilation() as activity:
+        optimized_s, _ = clock.time(optimized)
+    return FirstCalls(reference_s, optimized_s, activity)
+
+
+@dataclass
+class WarmUp:
+    first: FirstCalls
     calls: int
     settled: bool
-    compile: CompileActivity
     pilot_reference: list[float]
     pilot_optimized: list[float]
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "reference_first_s": self.reference_first_s,
-            "optimized_first_s": self.optimized_first_s,
+            "reference_first_s": self.first.reference_s,
+            "optimized_first_s": self.first.optimized_s,
             "calls": self.calls,
             "settled": self.settled,
         }
@@ -46,23 +58,25 @@ def _settled(times: list[float], window: int, tolerance: float) -> bool:
     return abs(recent / before - 1) <= tolerance
 
 
-def warm_up(reference: Callable[[], Any], optimized: Callable[[], Any], clock: DeviceClock, profile: Profile) -> WarmUp:
-    """Calls both variants alternately until the medians of their last two windows agree.
+def warm_up(
+    reference: Callable[[], Any],
+    optimized: Callable[[], Any],
+    clock: DeviceClock,
+    profile: Profile,
+    first: FirstCalls,
+) -> WarmUp:
+    """Calls both variants alternately, after their first calls, until the medians of their last two windows agree.
 
     A fixed handful of calls is not enough: oneDNN and cuDNN pick and cache
     kernels over the first calls, and allocators grow their pools.
     """
-    reference_first, _ = clock.time(reference)
-    with watch_compilation() as activity:
-        optimized_first, _ = clock.time(optimized)
     window = profile.warmup_window
     reference_times: list[float] = []
     optimized_times: list[float] = []
     deadline = time.monotonic() + profile.warmup_budget_s
     for call in itertools.count():
-        first, second = (reference, optimized) if call % 2 == 0 else (optimized, reference)
-        first_time, _ = clock.time(first)
-        second_time, _ = clock.time(second)
+        first_time, _ = clock.time(reference if call % 2 == 0 else optimized)
+        second_time, _ = clock.time(optimized if call % 2 == 0 else reference)
         reference_times.append(first_time if call % 2 == 0 else second_time)
         optimized_times.append(second_time if call % 2 == 0 else first_time)
         settled = _settled(reference_times, window, profile.settle_tolerance) and _settled(
@@ -72,11 +86,9 @@ def warm_up(reference: Callable[[], Any], optimized: Callable[[], Any], clock: D
         if settled or out_of_time:
             break
     return WarmUp(
-        reference_first_s=reference_first,
-        optimized_first_s=optimized_first,
+        first=first,
         calls=len(reference_times),
         settled=settled,
-        compile=activity,
         pilot_reference=reference_times[-2 * window :],
         pilot_optimized=optimized_times[-2 * window :],
     )

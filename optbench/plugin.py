@@ -88,6 +88,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="most seconds of timed rounds per case (profile default: 8 smoke, 60 standard).",
     )
     group.addoption(
+        "--case-timeout",
+        type=_positive,
+        default=None,
+        help="fail a case still running after this many seconds, naming its phase (profile default: "
+        "300 smoke, 1800 standard).",
+    )
+    group.addoption(
+        "--compile-fallback",
+        action="store_true",
+        help="when torch.compile fails, measure eager instead and say so in the record (the seed's fallback "
+        "chain); without it a compiler error fails the case with the error's first lines.",
+    )
+    group.addoption(
         "--baselines-dir",
         default=None,
         help="folder of baseline files. Default: baselines/ in the rootdir.",
@@ -125,7 +138,9 @@ class OptbenchSession:
             torch.cuda.set_device(self.device)
         name = config.getoption("profile") or ("standard" if self.device.type == "cuda" else "smoke")
         self.profile: Profile = PROFILES[name].with_overrides(
-            config.getoption("ci_target"), config.getoption("case_budget")
+            ci_half_width=config.getoption("ci_target"),
+            case_budget_s=config.getoption("case_budget"),
+            case_timeout_s=config.getoption("case_timeout"),
         )
         self.results_dir = Path(config.getoption("results_dir"))
         self.records: list[dict[str, Any]] = []
@@ -147,6 +162,7 @@ class OptbenchSession:
                 update_baselines=self.config.getoption("update_baselines"),
                 baselines=BaselineStore(Path(directory), environment_key(self.device)),
                 environment=fingerprint(self.device),
+                compile_fallback=self.config.getoption("compile_fallback"),
             )
         return self._settings
 

@@ -18,22 +18,33 @@ class Profile:
     """Most seconds of warm-up per case, compilation excluded."""
     min_rounds: int
     max_rounds: int
+    case_timeout_s: float
+    """A case still running after this long fails, naming the phase it was in."""
     warmup_window: int = 5
     settle_tolerance: float = 0.05
 
-    def with_overrides(self, ci_half_width: float | None, case_budget_s: float | None) -> Profile:
-        return replace(
-            self,
-            ci_half_width=self.ci_half_width if ci_half_width is None else ci_half_width,
-            case_budget_s=self.case_budget_s if case_budget_s is None else case_budget_s,
-        )
+    def with_overrides(self, **overrides: float | None) -> Profile:
+        """This profile with the given fields replaced, ignoring those passed as None."""
+        return replace(self, **{name: value for name, value in overrides.items() if value is not None})
 
 
 PROFILES: dict[str, Profile] = {
     "smoke": Profile(
-        "smoke", ci_half_width=0.03, case_budget_s=8.0, warmup_budget_s=6.0, min_rounds=10, max_rounds=400
+        "smoke",
+        ci_half_width=0.03,
+        case_budget_s=8.0,
+        warmup_budget_s=6.0,
+        min_rounds=10,
+        max_rounds=400,
+        case_timeout_s=300.0,
     ),
     "standard": Profile(
-        "standard", ci_half_width=0.02, case_budget_s=60.0, warmup_budget_s=30.0, min_rounds=20, max_rounds=2000
+        "standard",
+        ci_half_width=0.02,
+        case_budget_s=60.0,
+        warmup_budget_s=30.0,
+        min_rounds=20,
+        max_rounds=2000,
+        case_timeout_s=1800.0,
     ),
 }

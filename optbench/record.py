@@ -26,6 +26,7 @@ def build_record(
     case_id: str,
     technique: str,
     names: tuple[str, str],
+    workload: str,
     profile: str,
     environment_key: str,
     device: str,
@@ -35,6 +36,7 @@ def build_record(
     optimized_times: list[float] | None,
     speedup: Interval | None,
     accuracy: Accuracy,
+    reference_deterministic: bool,
     memory: tuple[int | None, int | None],
     threshold: Threshold,
     floor: float,
@@ -46,12 +48,8 @@ def build_record(
 ) -> dict[str, Any]:
     timed = reference_times is not None and optimized_times is not None
     return {
-        "case": case_id,
-        "technique": technique,
-        "variants": {"reference": names[0], "optimized": names[1]},
-        "profile": profile,
-        "device": device,
-        "environment_key": environment_key,
+        **_identity(case_id, technique, names, profile, environment_key, device),
+        "workload": workload,
         "timing": {
             "plan": plan.as_dict() if plan else None,
             "reference_s": _timing_summary(reference_times),
@@ -61,9 +59,13 @@ def build_record(
         else None,
         "speedup": speedup.as_dict() if speedup else None,
         "warmup": warmup.as_dict(),
-        "compile": _compile_summary(warmup.compile, warmup.optimized_first_s),
+        "compile": _compile_summary(warmup.first.compile, warmup.first.optimized_s),
         "memory": {"reference_bytes": memory[0], "optimized_bytes": memory[1]},
-        "accuracy": {"passed": accuracy.passed, "checks": [check.as_dict() for check in accuracy.checks]},
+        "accuracy": {
+            "passed": accuracy.passed,
+            "reference_deterministic": reference_deterministic,
+            "checks": [check.as_dict() for check in accuracy.checks],
+        },
         "gate": {
             "threshold": threshold.value,
             "source": threshold.source,
@@ -74,6 +76,36 @@ def build_record(
         },
         "verdict": {"status": verdict.status, "failures": verdict.failures, "notes": verdict.notes},
         "details": details,
+    }
+
+
+def _identity(
+    case_id: str, technique: str, names: tuple[str, str], profile: str, environment_key: str, device: str
+) -> dict[str, Any]:
+    return {
+        "case": case_id,
+        "technique": technique,
+        "variants": {"reference": names[0], "optimized": names[1]},
+        "profile": profile,
+        "device": device,
+        "environment_key": environment_key,
+    }
+
+
+def fault_record(
+    *, case_id: str, technique: str, names: tuple[str, str], profile: str, environment_key: str, device: str, cause: str
+) -> dict[str, Any]:
+    """The record of a case that ended in a fault (time-out, OOM, compiler error) before it was measured."""
+    return {
+        **_identity(case_id, technique, names, profile, environment_key, device),
+        "timing": None,
+        "speedup": None,
+        "accuracy": None,
+        "memory": None,
+        "compile": None,
+        "gate": None,
+        "verdict": {"status": "fail", "failures": [cause], "notes": []},
+        "details": None,
     }
 
 

@@ -36,7 +36,17 @@ def _mebibytes(value: int | None) -> str:
     return "-" if value is None else f"{value / 2**20:.1f}"
 
 
-def _accuracy_text(accuracy: dict[str, Any]) -> str:
+def _memory_text(memory: dict[str, Any] | None) -> str:
+    if memory is None:
+        return "-"
+    return f"{_mebibytes(memory['reference_bytes'])}/{_mebibytes(memory['optimized_bytes'])} MiB"
+
+
+def _accuracy_text(accuracy: dict[str, Any] | None) -> str:
+    if accuracy is None:
+        return "not checked"
+    if not accuracy.get("reference_deterministic", True):
+        return "reference not deterministic"
     headline = accuracy["checks"][0]
     sign = "<=" if headline["lower_is_better"] else ">="
     mark = "" if accuracy["passed"] else " FAIL"
@@ -52,9 +62,9 @@ def _verdict_text(verdict: dict[str, Any]) -> str:
 def summary_row(record: dict[str, Any]) -> list[str]:
     timing = record["timing"]
     speedup = record["speedup"]
-    baseline = record["gate"]["baseline"]
+    gate = record["gate"]
+    baseline = gate["baseline"] if gate else None
     compiled = record["compile"]
-    memory = record["memory"]
     return [
         case_label(record["case"]),
         f"{record['variants']['reference']} {_seconds(timing['reference_s']['median'])}"
@@ -65,9 +75,9 @@ def summary_row(record: dict[str, Any]) -> list[str]:
         else record["variants"]["optimized"],
         f"{speedup['point']:.2f}x [{speedup['low']:.2f}, {speedup['high']:.2f}]" if speedup else "not timed",
         f"{baseline['speedup']:.2f}x" if baseline else "no baseline",
-        f"{record['gate']['threshold']:.2f}x" if speedup else "-",
+        f"{gate['threshold']:.2f}x" if speedup else "-",
         _accuracy_text(record["accuracy"]),
-        f"{_mebibytes(memory['reference_bytes'])}/{_mebibytes(memory['optimized_bytes'])} MiB",
+        _memory_text(record["memory"]),
         f"{compiled['first_call_s']:.1f} s, {compiled['graph_breaks']} breaks" if compiled else "-",
         _verdict_text(record["verdict"]),
     ]

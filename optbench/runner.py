@@ -3,25 +3,31 @@
 from __future__ import annotations
 
 import os
+import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
 import torch
 
-from .accuracy import Accuracy
+from .accuracy import Accuracy, Check
 from .baselines import BaselineStore
 from .case import Case
 from .clock import DeviceClock
-from .gate import judge, speed_threshold
-from .measurement import paired_rounds, plan_rounds, warm_up
+from .faults import Phase, explain, release_memory, time_limit
+from .gate import Verdict, judge, speed_threshold
+from .measurement import RoundPlan, WarmUp, first_calls, paired_rounds, plan_rounds, warm_up
 from .memory import peak_memory_bytes
 from .profiles import Profile
-from .record import RECORD_KEY, baseline_entry, build_record
+from .record import RECORD_KEY, baseline_entry, build_record, fault_record
+from .stats import Interval
 from .stats import speedup as speedup_interval
 from .switches import preserved_global_state
+
+ACCURACY_SEED = 0
 
 
 @dataclass(frozen=True)
@@ -33,6 +39,21 @@ class RunSettings:
     update_baselines: bool
     baselines: BaselineStore
     environment: dict[str, Any]
+    compile_fallback: bool = False
+
+
+@contextmanager
+def deterministic_settings() -> Iterator[None]:
+    """Deterministic kernels where torch has them; the caller's preserved_global_state restores the rest."""
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.backends.cudnn.deterministic = True
+    yield
+
+
+def seeded(output: Callable[[], Any]) -> Any:
+    random.seed(ACCURACY_SEED)
+    torch.manual_seed(ACCURACY_SEED)
+    return output()
 
 
 class CaseRunner:
@@ -64,8 +85,18 @@ class CaseRunner:
             pytest.skip(reason)
         # Each case compiles from scratch, so its compile time and graph counts are its own.
         torch._dynamo.reset()
-        with preserved_global_state():
-            record = self._measure(case)
+        phase = Phase()
+        fallback = torch._dynamo.config.patch(suppress_errors=True) if settings.compile_fallback else nullcontext()
+        try:
+            with preserved_global_state(), fallback, time_limit(settings.profile.case_timeout_s, phase):
+                record = self._measure(case, phase)
+        except Exception as error:
+            release_memory(settings.device)
+            cause = explain(error, phase.current, case.workload)
+            self.publish(self._fault_record(case, cause or f"{type(error).__name__} during {phase.current}: {error}"))
+            if cause is None:
+                raise
+            pytest.fail(f"{self.case_id}: {cause}", pytrace=False)
         self.benchmark.extra_info[RECORD_KEY] = record
         self.publish(record)
         if settings.update_baselines and record["accuracy"]["passed"] and record["speedup"]:
@@ -74,18 +105,35 @@ class CaseRunner:
             pytest.fail(f"{self.case_id}: " + "; ".join(record["verdict"]["failures"]), pytrace=False)
         return record
 
-    def _measure(self, case: Case) -> dict[str, Any]:
+    def _fault_record(self, case: Case, cause: str) -> dict[str, Any]:
+        return fault_record(
+            case_id=self.case_id,
+            technique=self.technique,
+            names=case.names,
+            profile=self.settings.profile.name,
+            environment_key=self.settings.baselines.environment_key,
+            device=str(self.settings.device),
+            cause=cause,
+        )
+
+    def _measure(self, case: Case, phase: Phase) -> dict[str, Any]:
         settings = self.settings
         profile = settings.profile
         # The reference is timed with the same timer pytest-benchmark uses (--benchmark-timer).
         clock = DeviceClock(settings.device, timer=getattr(self.benchmark, "_timer", time.perf_counter))
-        warmup = warm_up(case.reference, case.optimized, clock, profile)
-        accuracy = self._accuracy(case)
+        phase.enter("first calls (compilation)")
+        first = first_calls(case.reference, case.optimized, clock)
+        phase.enter("warm-up")
+        warmup = warm_up(case.reference, case.optimized, clock, profile, first)
+        phase.enter("accuracy")
+        accuracy, unrepeatable = self._accuracy(case)
+        phase.enter("peak memory")
         memory = (
             peak_memory_bytes(case.reference, settings.device),
             peak_memory_bytes(case.optimized, settings.device),
         )
         plan = reference_times = optimized_times = speedup = None
+        phase.enter("timed rounds")
         if self.benchmark.enabled:
             plan = plan_rounds(warmup.pilot_reference, warmup.pilot_optimized, profile)
             reference_times, optimized_times = paired_rounds(
@@ -94,6 +142,7 @@ class CaseRunner:
             speedup = speedup_interval(reference_times, optimized_times)
         else:
             self.benchmark.pedantic(case.optimized, rounds=1)  # pytest-benchmark expects its fixture used
+        phase.enter("details")
         details = case.details() if case.details else None
         tolerance = settings.speedup_tolerance if case.speedup_tolerance is None else case.speedup_tolerance
         baseline = None if settings.update_baselines else settings.baselines.get(self.case_id)
@@ -106,22 +155,15 @@ class CaseRunner:
             baseline,
             tolerance,
             settings.accuracy_drift,
-            graph_breaks=warmup.compile.graph_breaks if warmup.compile.compiled else None,
+            graph_breaks=first.compile.graph_breaks if first.compile.compiled else None,
+            unrepeatable_reference=unrepeatable,
         )
-        if speedup and speedup.relative_half_width > profile.ci_half_width:
-            verdict.notes.append(
-                f"noisy: interval +-{speedup.relative_half_width:.1%}, target +-{profile.ci_half_width:.0%}"
-                f" ({plan.rounds} rounds{', budget-limited' if plan.budget_limited else ''})"
-            )
-        load = os.getloadavg()[0]
-        if load > (os.cpu_count() or 1):
-            verdict.notes.append(f"machine busy: load {load:.1f} on {os.cpu_count()} CPUs, timings perturbed")
-        if not warmup.settled:
-            verdict.notes.append(f"warm-up did not settle in {warmup.calls} calls")
+        self._note_measurement_quality(verdict, case, warmup, plan, speedup)
         return build_record(
             case_id=self.case_id,
             technique=self.technique,
             names=case.names,
+            workload=case.workload,
             profile=profile.name,
             environment_key=settings.baselines.environment_key,
             device=str(settings.device),
@@ -131,6 +173,7 @@ class CaseRunner:
             optimized_times=optimized_times,
             speedup=speedup,
             accuracy=accuracy,
+            reference_deterministic=unrepeatable is None,
             memory=memory,
             threshold=threshold,
             floor=case.floor,
@@ -141,8 +184,43 @@ class CaseRunner:
             details=details,
         )
 
-    def _accuracy(self, case: Case) -> Accuracy:
-        reference = (case.reference_output or case.reference)()
-        optimized = (case.optimized_output or case.optimized)()
-        fp64 = case.fp64_output() if case.fp64_output else None
-        return case.accuracy(reference, optimized, fp64)
+    def _note_measurement_quality(
+        self, verdict: Verdict, case: Case, warmup: WarmUp, plan: RoundPlan | None, speedup: Interval | None
+    ) -> None:
+        target = self.settings.profile.ci_half_width
+        if speedup and plan and speedup.relative_half_width > target:
+            verdict.notes.append(
+                f"noisy: interval +-{speedup.relative_half_width:.1%}, target +-{target:.0%}"
+                f" ({plan.rounds} rounds{', budget-limited' if plan.budget_limited else ''})"
+            )
+        load = os.getloadavg()[0]
+        if load > (os.cpu_count() or 1):
+            verdict.notes.append(f"machine busy: load {load:.1f} on {os.cpu_count()} CPUs, timings perturbed")
+        if not warmup.settled:
+            verdict.notes.append(f"warm-up did not settle in {warmup.calls} calls")
+        if case.expect_compiled and not warmup.first.compile.compiled:
+            if self.settings.compile_fallback:
+                verdict.notes.append(
+                    "torch.compile fell back to eager (--compile-fallback): optimized timings are eager"
+                )
+            else:
+                verdict.failures.append(
+                    "compile: torch.compile captured no graph, so the 'optimized' variant ran eager"
+                )
+
+    def _accuracy(self, case: Case) -> tuple[Accuracy, Check | None]:
+        """The comparison, after checking that the reference repeats itself under fixed seeds.
+
+        A reference that differs from itself (nondeterministic kernels) cannot
+        judge the optimization; that is reported as such, as PyTorch's dynamo
+        benchmark does with `eager_two_runs_differ`.
+        """
+        reference_output = case.reference_output or case.reference
+        with deterministic_settings():
+            reference = seeded(reference_output)
+            repeated = seeded(reference_output)
+            optimized = seeded(case.optimized_output or case.optimized)
+            fp64 = seeded(case.fp64_output) if case.fp64_output else None
+        repeat = case.accuracy(reference, repeated, fp64)
+        unrepeatable = repeat.failures[0] if not repeat.passed else None
+        return case.accuracy(reference, optimized, fp64), unrepeatable

@@ -1,0 +1,82 @@
+"""Faults a case can end in, each turned into one readable sentence: time-outs, OOM, compiler errors."""
+
+from __future__ import annotations
+
+import gc
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import torch
+
+
+class Phase:
+    """Where a case is, so that a fault can say what it interrupted."""
+
+    def __init__(self) -> None:
+        self.current = "setup"
+
+    def enter(self, name: str) -> None:
+        self.current = name
+
+
+class CaseTimeout(Exception):
+    def __init__(self, limit_s: float, phase: str) -> None:
+        super().__init__(f"timed out after {limit_s:.0f} s during {phase}")
+        self.phase = phase
+
+
+@contextmanager
+def time_limit(seconds: float | None, phase: Phase) -> Iterator[None]:
+    """Raises CaseTimeout in the block after `seconds` (main thread only; signals need it).
+
+    Python code is interrupted at once; a single long native call is
+    interrupted when it returns.
+    """
+    if not seconds or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expire(signum: int, frame: object) -> None:
+        raise CaseTimeout(seconds, phase.current)
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _is_compiler_error(error: BaseException) -> bool:
+    return type(error).__module__.startswith(("torch._dynamo", "torch._inductor"))
+
+
+def _first_lines(error: BaseException, count: int = 3) -> str:
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return " | ".join(lines[:count]) or type(error).__name__
+
+
+def explain(error: BaseException, phase: str, workload: str) -> str | None:
+    """The one-sentence cause of a known fault, or None for an unexpected error."""
+    size = f" ({workload})" if workload else ""
+    if isinstance(error, CaseTimeout):
+        return f"{error}; raise --case-timeout if the case is just slow{size}"
+    if isinstance(error, torch.OutOfMemoryError):
+        return f"out of memory during {phase}{size}; run a smaller batch or profile: {_first_lines(error, 1)}"
+    if _is_compiler_error(error):
+        return (
+            f"torch.compile failed during {phase}: {_first_lines(error)}; "
+            "--compile-fallback measures eager instead and says so"
+        )
+    return None
+
+
+def release_memory(device: torch.device) -> None:
+    """Frees what a failed case left cached, so the next case starts clean."""
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        torch.cuda.empty_cache()

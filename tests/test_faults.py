@@ -1,0 +1,158 @@
+"""Every fault ends in a clear verdict, the run goes on, and nothing recorded is lost."""
+
+import json
+
+import pytest
+
+CONFTEST = 'pytest_plugins = ["optbench.plugin"]\n'
+
+FAULTS = '''
+import itertools
+import os
+import time
+
+import torch
+from optbench import Case, Close, Exact
+
+
+def quick():
+    return torch.ones(4)
+
+
+def run(optbench, optimized, reference=quick, **fields):
+    optbench.run(Case(reference=reference, optimized=optimized, accuracy=Exact(), floor=0.1, **fields))
+
+
+def test_oom(optbench):
+    calls = itertools.count()
+
+    def optimized():
+        if next(calls) == 3:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return quick()
+
+    run(optbench, optimized, workload="toy batch 64")
+
+
+def failing_backend(graph, example_inputs):
+    raise RuntimeError("backend exploded: unsupported op aten::frobnicate")
+
+
+def test_compile_error(optbench):
+    compiled = torch.compile(lambda x: torch.sin(x) + 1, backend=failing_backend)
+    x = torch.ones(4)
+    optbench.run(Case(reference=lambda: torch.sin(x) + 1, optimized=lambda: compiled(x),
+                      accuracy=Close(), floor=0.1, expect_compiled=True))
+
+
+def test_eager_measured_as_compiled(optbench):
+    run(optbench, quick, expect_compiled=True)
+
+
+def test_hang(optbench):
+    calls = itertools.count()
+
+    def optimized():
+        if next(calls) > 2:
+            while True:
+                time.sleep(0.05)
+        return quick()
+
+    run(optbench, optimized)
+
+
+def test_nondeterministic_reference(optbench):
+    drift = itertools.count()
+    run(optbench, quick, reference=lambda: torch.ones(4) + next(drift) * 1e-3)
+
+
+def test_changes_global_switches_then_fails(optbench):
+    def optimized():
+        torch.backends.cudnn.benchmark = True
+        torch.backends.mkldnn.matmul.fp32_precision = "bf16"
+        torch.set_num_threads(1)
+        raise torch.OutOfMemoryError("injected")
+
+    run(optbench, optimized)
+
+
+def test_switches_were_restored():
+    assert torch.backends.cudnn.benchmark is False
+    assert torch.backends.mkldnn.matmul.fp32_precision == "none"
+    assert torch.get_num_threads() == int(os.environ["EXPECTED_THREADS"])
+
+
+def test_healthy_case_still_runs(optbench):
+    run(optbench, quick)
+'''
+
+
+@pytest.fixture
+def faults(pytester, monkeypatch):
+    import torch
+
+    monkeypatch.setenv("EXPECTED_THREADS", str(torch.get_num_threads()))
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_faults=FAULTS)
+    return pytester
+
+
+def failure_lines(result):
+    return [line for line in result.stdout.lines if line.startswith("smoke:test_faults.py::")]
+
+
+def test_each_fault_fails_its_case_with_one_readable_sentence(faults):
+    result = faults.runpytest_subprocess("--case-timeout", "4", "--case-budget", "0.3", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2, failed=6)
+    result.stdout.fnmatch_lines_random(
+        [
+            "*::test_oom: out of memory during warm-up (toy batch 64); run a smaller batch or profile:*",
+            "*::test_compile_error: torch.compile failed during first calls (compilation):*backend exploded*",
+            "*::test_eager_measured_as_compiled: compile: torch.compile captured no graph*",
+            "*::test_hang: timed out after 4 s during warm-up*",
+            "*::test_nondeterministic_reference: reference not deterministic: two seeded runs differ*",
+            "*::test_changes_global_switches_then_fails: out of memory during first calls*",
+        ]
+    )
+    records = [json.loads(line) for line in (faults.path / ".optbench" / "records.jsonl").read_text().splitlines()]
+    verdicts = {record["case"].rsplit("::", 1)[1]: record["verdict"]["status"] for record in records}
+    assert verdicts == {
+        "test_oom": "fail",
+        "test_compile_error": "fail",
+        "test_eager_measured_as_compiled": "fail",
+        "test_hang": "fail",
+        "test_nondeterministic_reference": "fail",
+        "test_changes_global_switches_then_fails": "fail",
+        "test_healthy_case_still_runs": "pass",
+    }
+
+
+def test_compile_fallback_measures_eager_and_says_so(faults):
+    result = faults.runpytest_subprocess(
+        "--compile-fallback", "--case-budget", "0.3", "-k", "compile_error", "-p", "no:cacheprovider"
+    )
+    result.assert_outcomes(passed=1, deselected=7)
+    result.stdout.fnmatch_lines(["*test_compile_error*torch.compile fell back to eager (--compile-fallback)*"])
+
+
+def test_records_of_finished_cases_survive_a_crash(pytester):
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(
+        test_crash='''
+import os
+import torch
+from optbench import Case, Exact
+
+
+def test_a_first_case(optbench):
+    optbench.run(Case(reference=lambda: torch.ones(2), optimized=lambda: torch.ones(2), accuracy=Exact(), floor=0.1))
+
+
+def test_b_crashes_the_process():
+    os._exit(3)
+'''
+    )
+    result = pytester.runpytest_subprocess("--case-budget", "0.3", "-p", "no:cacheprovider")
+    assert result.ret == 3
+    (line,) = (pytester.path / ".optbench" / "records.jsonl").read_text().splitlines()
+    assert json.loads(line)["case"].endswith("test_a_first_case")
