@@ -46,13 +46,17 @@ def torch_minor() -> str:
     return ".".join(torch.__version__.split("+")[0].split(".")[:2])
 
 
-def environment_key(device: torch.device) -> str:
-    """Device class plus torch major.minor: the runs whose speedups are comparable."""
+def environment_key(device: torch.device, threads: int | None = None) -> str:
+    """Device class plus torch major.minor: the runs whose speedups are comparable.
+
+    On CPU the intra-op thread count is part of the class; pass the count the
+    run was configured with, before any per-worker throttling.
+    """
     if device.type == "cuda":
         major, minor = torch.cuda.get_device_capability(device)
         hardware = f"cuda-{_slug(torch.cuda.get_device_name(device))}-sm{major}{minor}"
     else:
-        hardware = f"cpu-{_slug(cpu_model())}-{cpu_isa()}-t{torch.get_num_threads()}"
+        hardware = f"cpu-{_slug(cpu_model())}-{cpu_isa()}-t{threads or torch.get_num_threads()}"
     return f"{hardware}-torch{torch_minor()}"
 
 
@@ -63,10 +67,10 @@ def _version(module: str) -> str | None:
         return None
 
 
-def fingerprint(device: torch.device) -> dict[str, Any]:
+def fingerprint(device: torch.device, threads: int | None = None) -> dict[str, Any]:
     """Everything that explains why two runs' numbers differ."""
     info: dict[str, Any] = {
-        "environment_key": environment_key(device),
+        "environment_key": environment_key(device, threads),
         "device": str(device),
         "torch": torch.__version__,
         "torchvision": _version("torchvision"),

@@ -16,8 +16,9 @@ from .baselines import BaselineError, BaselineStore
 from .environment import environment_key, fingerprint
 from .profiles import PROFILES, Profile
 from .record import RECORD_KEY
-from .report import summary
+from .report import changes_table, summary
 from .runner import CaseRunner, RunSettings
+from .workers import threads_per_worker, worker_device, xdist_worker
 
 _SESSION = pytest.StashKey["OptbenchSession"]()
 
@@ -101,6 +102,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "chain); without it a compiler error fails the case with the error's first lines.",
     )
     group.addoption(
+        "--gpu-per-worker",
+        action="store_true",
+        help="with pytest-xdist on a multi-GPU machine (-n <GPUs>): pin worker gwN to cuda:N and keep timing "
+        "on, since workers no longer share a device. Without it, xdist runs are an accuracy lane, untimed.",
+    )
+    group.addoption(
         "--baselines-dir",
         default=None,
         help="folder of baseline files. Default: baselines/ in the rootdir.",
@@ -133,7 +140,8 @@ class OptbenchSession:
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
-        self.device = resolve_device(config.getoption("device"))
+        self.threads = torch.get_num_threads()  # before any per-worker throttling: part of the environment key
+        self.device = self._worker_device() or resolve_device(config.getoption("device"))
         if self.device.type == "cuda":
             torch.cuda.set_device(self.device)
         name = config.getoption("profile") or ("standard" if self.device.type == "cuda" else "smoke")
@@ -148,7 +156,29 @@ class OptbenchSession:
 
     @property
     def is_worker(self) -> bool:
-        return os.environ.get("PYTEST_XDIST_WORKER") is not None
+        return xdist_worker() is not None
+
+    def _worker_device(self) -> torch.device | None:
+        """Under xdist: the worker's own GPU with --gpu-per-worker; else a fair share of the CPU threads."""
+        worker = xdist_worker()
+        if worker is None:
+            if self.config.getoption("gpu_per_worker") and self.config.getoption("numprocesses", None) is None:
+                raise pytest.UsageError("--gpu-per-worker needs pytest-xdist workers: add -n <number of GPUs>")
+            return None
+        if not self.config.getoption("gpu_per_worker"):
+            workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+            torch.set_num_threads(threads_per_worker(self.threads, workers))
+            return None
+        try:
+            return worker_device(worker, torch.cuda.device_count())
+        except ValueError as error:
+            raise pytest.UsageError(f"--gpu-per-worker: {error}") from None
+
+    def keep_timing_under_xdist(self) -> None:
+        """pytest-benchmark turns timing off under xdist; a worker that owns its GPU turns it back on."""
+        benchmark_session = getattr(self.config, "_benchmarksession", None)
+        if self.is_worker and self.config.getoption("gpu_per_worker") and benchmark_session is not None:
+            benchmark_session.disabled = False
 
     def settings(self) -> RunSettings:
         """Built on first need, so runs without benchmarks never read baselines."""
@@ -160,8 +190,8 @@ class OptbenchSession:
                 speedup_tolerance=self.config.getoption("speedup_tolerance"),
                 accuracy_drift=self.config.getoption("accuracy_drift"),
                 update_baselines=self.config.getoption("update_baselines"),
-                baselines=BaselineStore(Path(directory), environment_key(self.device)),
-                environment=fingerprint(self.device),
+                baselines=BaselineStore(Path(directory), environment_key(self.device, self.threads)),
+                environment=fingerprint(self.device, self.threads),
                 compile_fallback=self.config.getoption("compile_fallback"),
             )
         return self._settings
@@ -192,6 +222,16 @@ class OptbenchSession:
         key = self.records[0]["environment_key"]
         terminalreporter.write_sep("=", f"optbench: profile {self.profile.name} on {self.device} ({key})")
         terminalreporter.write_line(summary(self.records))
+        if all(record["speedup"] is None for record in self.records):
+            terminalreporter.write_line(
+                "timing disabled (--benchmark-disable, or pytest-xdist without --gpu-per-worker): "
+                "accuracy was checked, speed was not gated"
+            )
+        benchmark_session = getattr(self.config, "_benchmarksession", None)
+        saved_runs = benchmark_session.compared_mapping if benchmark_session else None
+        for path, saved_benchmarks in (saved_runs or {}).items():
+            terminalreporter.write_sep("-", f"optbench: change of each speedup vs {path}")
+            terminalreporter.write_line(changes_table(self.records, saved_benchmarks))
 
     @pytest.hookimpl
     def pytest_sessionfinish(self) -> None:
@@ -199,6 +239,7 @@ class OptbenchSession:
             (self.results_dir / "summary.md").write_text(summary(self.records, markdown=True) + "\n")
 
 
+@pytest.hookimpl(tryfirst=True)  # pytest-benchmark asks for machine info in its own configure
 def pytest_configure(config: pytest.Config) -> None:
     session = OptbenchSession(config)
     config.stash[_SESSION] = session
@@ -206,6 +247,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    config.stash[_SESSION].keep_timing_under_xdist()
     if any("optbench" in getattr(item, "fixturenames", ()) for item in items):
         try:
             config.stash[_SESSION].settings()
@@ -240,4 +282,17 @@ def optbench(request: pytest.FixtureRequest, benchmark: Any) -> CaseRunner:
 
 
 def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict[str, Any]) -> None:
-    machine_info["optbench"] = fingerprint(config.stash[_SESSION].device)
+    session = config.stash[_SESSION]
+    machine_info[RECORD_KEY] = fingerprint(session.device, session.threads)
+
+
+def pytest_benchmark_compare_machine_info(
+    config: pytest.Config, benchmarksession: Any, machine_info: dict[str, Any], compared_benchmark: dict[str, Any]
+) -> None:
+    current = machine_info.get(RECORD_KEY, {}).get("environment_key")
+    saved = compared_benchmark.get("machine_info", {}).get(RECORD_KEY, {}).get("environment_key")
+    if current != saved:
+        benchmarksession.logger.warning(
+            f"OPTBENCH: COMPARING ACROSS ENVIRONMENTS: this run is {current}, the saved run is {saved or 'unknown'}. "
+            "Their times differ by machine or PyTorch version, not only by your change."
+        )

@@ -5,6 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from .record import RECORD_KEY
+from .significance import compare_records
+
 HEADERS = (
     "case",
     "reference",
@@ -103,3 +106,29 @@ def markdown_table(rows: Sequence[Sequence[str]], headers: Sequence[str] = HEADE
 def summary(records: Sequence[dict[str, Any]], markdown: bool = False) -> str:
     rows = [summary_row(record) for record in sorted(records, key=lambda r: r["case"])]
     return markdown_table(rows) if markdown else text_table(rows)
+
+
+CHANGE_HEADERS = ("case", "saved run", "this run", "change", "Mann-Whitney p", "significant")
+
+
+def changes_table(records: Sequence[dict[str, Any]], saved_benchmarks: dict[str, dict[str, Any]]) -> str:
+    """Each case's speedup now vs in a saved pytest-benchmark run (benchmarks by fullname), with significance."""
+    rows = []
+    for record in sorted(records, key=lambda r: r["case"]):
+        saved = saved_benchmarks.get(record["case"].split(":", 1)[1], {}).get("extra_info", {}).get(RECORD_KEY)
+        change = compare_records(saved, record) if saved else None
+        if change is None:
+            rows.append([case_label(record["case"]), "-", "-", "not comparable (missing or untimed)", "-", "-"])
+            continue
+        environment = "" if saved["environment_key"] == record["environment_key"] else " (OTHER ENVIRONMENT)"
+        rows.append(
+            [
+                case_label(record["case"]),
+                f"{change.before:.2f}x",
+                f"{change.after:.2f}x",
+                f"{change.relative:+.1%}{environment}",
+                f"{change.p_value:.3g}",
+                "yes" if change.significant else "no",
+            ]
+        )
+    return text_table(rows, CHANGE_HEADERS)

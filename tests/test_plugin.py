@@ -9,7 +9,7 @@ from optbench.environment import environment_key
 
 CONFTEST = 'pytest_plugins = ["optbench.plugin"]\n'
 
-BENCHMARK = '''
+BENCHMARK = """
 import torch
 from optbench import Case, Exact, Requires
 
@@ -36,7 +36,7 @@ def test_half_the_work(optbench):
 def test_needs_a_gpu(optbench):
     optbench.run(Case(reference=lambda: 1, optimized=lambda: 1, accuracy=Exact(), floor=1.0,
                       requires=Requires(cuda=True, why="it times host-to-GPU copies")))
-'''
+"""
 
 CASE_ID = "smoke:test_synthetic.py::test_half_the_work"
 FAST = ("--case-budget", "1.5", "-rs", "-p", "no:cacheprovider")
@@ -53,8 +53,12 @@ def write_baseline(pytester, speedup, content=None):
     directory = pytester.path / "baselines"
     directory.mkdir(exist_ok=True)
     path = directory / f"{environment_key(torch.device('cpu'))}.json"
-    entry = {"speedup": speedup, "interval": [speedup * 0.95, speedup * 1.05], "recorded": "2026-12-01",
-             "accuracy": {"metric": "max_abs_diff", "value": 0.0, "limit": 0.0, "lower_is_better": True}}
+    entry = {
+        "speedup": speedup,
+        "interval": [speedup * 0.95, speedup * 1.05],
+        "recorded": "2026-12-01",
+        "accuracy": {"metric": "max_abs_diff", "value": 0.0, "limit": 0.0, "lower_is_better": True},
+    }
     path.write_text(content if content is not None else json.dumps({"schema": 1, "cases": {CASE_ID: entry}}))
     return path
 
@@ -129,3 +133,40 @@ def test_corrupt_baseline_is_a_one_line_error_and_is_left_alone(project):
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"ERROR: {path}: not valid JSON*restore it from git or delete it*"])
     assert path.read_text() == '{"schema": 1, "cases": {'
+
+
+def test_xdist_accuracy_lane_checks_accuracy_untimed_with_shared_threads(project, monkeypatch):
+    monkeypatch.setenv("EXPECTED_THREADS", str(max(1, torch.get_num_threads() // 2)))
+    project.makepyfile(
+        test_threads="""
+import os
+import torch
+
+def test_workers_share_the_cpu():
+    assert torch.get_num_threads() == int(os.environ["EXPECTED_THREADS"])
+"""
+    )
+    write_baseline(project, 9.0)  # would fail the speed gate if timings were (wrongly) gated
+    result = project.runpytest_subprocess("-n", "2", *FAST)
+    result.assert_outcomes(passed=2, skipped=1)
+    result.stdout.fnmatch_lines(["*test_half_the_work*not timed*", "timing disabled*speed was not gated"])
+
+
+def test_gpu_per_worker_needs_xdist(project):
+    result = project.runpytest_subprocess("--gpu-per-worker")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--gpu-per-worker needs pytest-xdist workers*"])
+
+
+def test_compare_with_a_saved_run_reports_significance(project):
+    project.runpytest_subprocess("--benchmark-autosave", *FAST).assert_outcomes(passed=1, skipped=1)
+    result = project.runpytest_subprocess("--benchmark-compare", *FAST)
+    result.assert_outcomes(passed=1, skipped=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*optbench: change of each speedup vs*",
+            "case*saved run*this run*change*Mann-Whitney p*significant*",
+            "test_half_the_work *x *x *%*",
+        ]
+    )
+    result.stdout.no_fnmatch_line("*COMPARING ACROSS ENVIRONMENTS*")

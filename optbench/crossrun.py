@@ -1,0 +1,94 @@
+"""The cross-run report: cases x runs (machines, PyTorch versions) as a markdown table and a plot."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .report import case_label, markdown_table
+from .runs import Run
+from .significance import compare_records
+
+
+def _cell(record: dict[str, Any] | None, first: dict[str, Any] | None) -> str:
+    if record is None:
+        return "-"
+    speedup = record["speedup"]
+    measured = f"{speedup['point']:.2f}x [{speedup['low']:.2f}, {speedup['high']:.2f}]" if speedup else "not timed"
+    accuracy = record["accuracy"]
+    if accuracy:
+        headline = accuracy["checks"][0]
+        measured += f", {headline['metric']} {headline['value']:.3g}"
+    measured += f", {record['verdict']['status']}"
+    change = compare_records(first, record) if first is not None and first is not record else None
+    if change:
+        marker = "**" if change.significant else ""
+        measured += f"; {marker}{change.relative:+.1%}{marker} (p={change.p_value:.2g})"
+    return measured
+
+
+def environment_warning(runs: Sequence[Run]) -> str | None:
+    keys = sorted({run.environment_key for run in runs})
+    if len(keys) < 2:
+        return None
+    return (
+        f"**Warning: these runs come from {len(keys)} different environments ({', '.join(keys)}).** "
+        "A speedup is a ratio within one run; across environments the change shows how the optimization's "
+        "payoff differs (e.g. between PyTorch versions), not a regression of one machine."
+    )
+
+
+def crossrun_markdown(runs: Sequence[Run]) -> str:
+    """One row per case, one column per run; later runs show their change vs the first and its p-value."""
+    case_ids = sorted({case for run in runs for case in run.records})
+    headers = ["case", *(f"run {index + 1}" for index in range(len(runs)))]
+    rows = [
+        [case_label(case), *(_cell(run.records.get(case), runs[0].records.get(case)) for run in runs)]
+        for case in case_ids
+    ]
+    lines = ["# optbench: speedup across runs", ""]
+    warning = environment_warning(runs)
+    if warning:
+        lines += [warning, ""]
+    lines += [f"- run {index + 1}: {run.label}, {run.datetime}" for index, run in enumerate(runs)]
+    lines += [
+        "",
+        "Each cell: speedup [95% CI], headline accuracy figure, verdict; from run 2 on, the change vs run 1 and "
+        "the two-sided Mann-Whitney p-value of the per-round speedups (**bold** = significant at 5%).",
+        "",
+        markdown_table(rows, headers),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def plot_speedups(runs: Sequence[Run], path: Path) -> None:
+    """Speedup with its interval per case, one marker series per run."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    case_ids = sorted({case for run in runs for case in run.records})
+    figure, axes = plt.subplots(figsize=(10, 0.45 * len(case_ids) + 1.8))
+    offsets = [(index - (len(runs) - 1) / 2) * 0.8 / max(len(runs), 1) for index in range(len(runs))]
+    for index, run in enumerate(runs):
+        positions, points, errors = [], [], [[], []]
+        for row, case in enumerate(case_ids):
+            record = run.records.get(case)
+            if record is None or record["speedup"] is None:
+                continue
+            speedup = record["speedup"]
+            positions.append(row + offsets[index])
+            points.append(speedup["point"])
+            errors[0].append(speedup["point"] - speedup["low"])
+            errors[1].append(speedup["high"] - speedup["point"])
+        axes.errorbar(points, positions, xerr=errors, fmt="o", capsize=3, label=f"run {index + 1}: {run.label}")
+    axes.axvline(1.0, color="grey", linestyle="--", linewidth=1)
+    axes.set_yticks(range(len(case_ids)), [case_label(case) for case in case_ids], fontsize=8)
+    axes.invert_yaxis()
+    axes.set_xlabel("speedup (reference / optimized), 95% CI")
+    axes.legend(fontsize=7, loc="lower right")
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)

@@ -1,0 +1,52 @@
+"""Saved runs: pytest-benchmark JSON files whose benchmarks carry optbench records in extra_info."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .record import RECORD_KEY
+
+
+class RunFileError(Exception):
+    """A run file that cannot be read; the message is one line naming the file."""
+
+
+@dataclass(frozen=True)
+class Run:
+    path: Path
+    environment_key: str
+    torch: str
+    datetime: str
+    records: dict[str, dict[str, Any]]
+    """Records by case id."""
+
+    @property
+    def label(self) -> str:
+        return f"torch {self.torch} / {self.environment_key} ({self.path.name})"
+
+
+def load_run(path: Path) -> Run:
+    try:
+        document = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as error:
+        raise RunFileError(f"{path}: cannot read a pytest-benchmark JSON file ({error})") from None
+    if not isinstance(document, dict) or "benchmarks" not in document:
+        raise RunFileError(f"{path}: no 'benchmarks' list; is it a --benchmark-json/--benchmark-autosave file?")
+    records = {
+        bench["extra_info"][RECORD_KEY]["case"]: bench["extra_info"][RECORD_KEY]
+        for bench in document["benchmarks"]
+        if RECORD_KEY in bench.get("extra_info", {})
+    }
+    if not records:
+        raise RunFileError(f"{path}: holds no optbench records; was it written by `pytest benchmarks`?")
+    machine = document.get("machine_info", {}).get(RECORD_KEY, {})
+    return Run(
+        path=Path(path),
+        environment_key=machine.get("environment_key", "unknown environment"),
+        torch=machine.get("torch", "unknown"),
+        datetime=document.get("datetime", ""),
+        records=records,
+    )
