@@ -149,6 +149,11 @@ class Close:
         return Accuracy((Check("rmse_vs_fp64", rmse(optimized, fp64), limit, lower_is_better=True),))
 
 
+TF32_MAX_RELATIVE_RMSE = 0.02
+"""ReducedPrecision's fp64 limit for TF32: fp16's 10 mantissa bits, rounded only at matmul and conv inputs, so
+no worse than fp16's calibrated 0.004-0.006 (see ReducedPrecision), with the same 3-4x headroom."""
+
+
 def relative_rmse(output: Any, target: Any) -> float:
     """RMSE of `output` against `target`, relative to the RMS of `target`."""
     scale = float(torch.sqrt(torch.mean(_flat64(tensors(target)) ** 2)))
@@ -162,6 +167,15 @@ class ReducedPrecision:
     The fp64 check scales with the format: bf16 keeps 8 significant bits, so a
     relative error near 1e-2 after a deep network is expected; fp32's own is
     reported beside it so the two can be compared.
+
+    Calibrated on CPU against fp64 with the inference workloads' random weights
+    (relative RMSE / cosine to fp32 / top-1 agreement):
+    bf16: CIFAR ResNet18 (64 images) 0.0057 / 0.99998 / 1.0, ResNet50 at 224 0.0053 / 0.99999 / 1.0,
+    ViT smoke (64 images) 0.011 / 0.99994 / 0.984, ViT-B/16 0.013 / 0.99991 / 1.0;
+    fp16: 0.0039, 0.0045, 0.0058, 0.0061 with cosine >= 0.99998; fp32 itself about 1e-6.
+    The defaults leave about 4x the worst of these, and the cosine limit is
+    the one the seed's readers use. 0.75 top-1 allows two flipped rows of
+    eight; the flip rate measured was at most one row in 64.
     """
 
     min_cosine: float = 0.99
@@ -202,7 +216,8 @@ class TrainingAgreement:
 
     loss_tolerance: float
     max_accuracy_drop: float = 0.05
-    min_accuracy: float = 0.3
+    min_accuracy: float = 0.25
+    """2.5x chance on 10 classes: over 5 standard deviations above what guessing scores on 160 images."""
 
     def __call__(self, reference: TrainingOutcome, optimized: TrainingOutcome, fp64: Any | None = None) -> Accuracy:
         if self.loss_tolerance == 0:
@@ -222,3 +237,56 @@ class TrainingAgreement:
                 Check("reference_heldout_accuracy", reference.heldout_accuracy, self.min_accuracy, False),
             )
         )
+
+
+@dataclass(frozen=True)
+class TokenAgreement:
+    """Greedy generations: the same tokens come out, and the logits that chose them agree.
+
+    Outputs are `(tokens, logits)`: generated ids `[batch, steps]` and the
+    logits of every step `[batch, steps, vocab]`, step 0 being the prefill's.
+    The headline is the share of generated tokens inside each row's common
+    prefix: once a near-tie flips one token everything after it differs, so
+    matching positions past the flip would prove nothing. Logit gaps are taken
+    relative to the largest reference logit, so one limit fits random and
+    trained weights: at the prefill step (with cosine), and at every step whose
+    preceding tokens agree, where both runs saw the same context.
+    """
+
+    min_agreement: float = 1.0
+    max_logit_diff: float = 1e-4
+    min_logit_cosine: float = 0.9999
+
+    def __call__(
+        self,
+        reference: tuple[torch.Tensor, torch.Tensor],
+        optimized: tuple[torch.Tensor, torch.Tensor],
+        fp64: Any | None = None,
+    ) -> Accuracy:
+        (ref_tokens, opt_tokens), (ref_logits, opt_logits) = _paired(reference, optimized)
+        prefix = common_prefix_lengths(ref_tokens, opt_tokens)
+        steps = ref_tokens.shape[-1]
+        same_context = torch.arange(steps, device=prefix.device) <= prefix[:, None]
+        opt_logits = opt_logits.to(ref_logits.device)
+        agreement = float(prefix.sum()) / (prefix.numel() * steps)
+        prefill_diff = _relative_max_diff(ref_logits[:, 0], opt_logits[:, 0])
+        prefill_cosine = cosine_similarity(ref_logits[:, 0], opt_logits[:, 0])
+        agreed_diff = _relative_max_diff(ref_logits[same_context], opt_logits[same_context])
+        return Accuracy(
+            (
+                Check("token_agreement", agreement, self.min_agreement, lower_is_better=False),
+                Check("prefill_logit_rel_diff", prefill_diff, self.max_logit_diff, lower_is_better=True),
+                Check("prefill_logit_cosine", prefill_cosine, self.min_logit_cosine, lower_is_better=False),
+                Check("agreed_logit_rel_diff", agreed_diff, self.max_logit_diff, lower_is_better=True),
+            )
+        )
+
+
+def common_prefix_lengths(reference: torch.Tensor, optimized: torch.Tensor) -> torch.Tensor:
+    """Per row of `[batch, steps]` token ids, how many leading tokens agree."""
+    return (reference == optimized.to(reference.device)).long().cumprod(dim=-1).sum(dim=-1)
+
+
+def _relative_max_diff(reference: torch.Tensor, optimized: torch.Tensor) -> float:
+    scale = float(reference.detach().double().abs().max())
+    return _max_abs_diff(reference, optimized) / scale if scale else math.inf
