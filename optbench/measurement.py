@@ -41,6 +41,11 @@ class WarmUp:
     pilot_reference: list[float]
     pilot_optimized: list[float]
 
+    @classmethod
+    def skipped(cls, first: FirstCalls) -> WarmUp:
+        """No warm-up: an untimed run (accuracy lane) needs only the first calls."""
+        return cls(first=first, calls=0, settled=False, pilot_reference=[], pilot_optimized=[])
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "reference_first_s": self.first.reference_s,

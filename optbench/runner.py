@@ -124,7 +124,8 @@ class CaseRunner:
         phase.enter("first calls (compilation)")
         first = first_calls(case.reference, case.optimized, clock)
         phase.enter("warm-up")
-        warmup = warm_up(case.reference, case.optimized, clock, profile, first)
+        timed = self.benchmark.enabled
+        warmup = warm_up(case.reference, case.optimized, clock, profile, first) if timed else WarmUp.skipped(first)
         phase.enter("accuracy")
         accuracy, unrepeatable = self._accuracy(case)
         phase.enter("peak memory")
@@ -134,7 +135,7 @@ class CaseRunner:
         )
         plan = reference_times = optimized_times = speedup = None
         phase.enter("timed rounds")
-        if self.benchmark.enabled:
+        if timed:
             plan = plan_rounds(warmup.pilot_reference, warmup.pilot_optimized, profile)
             reference_times, optimized_times = paired_rounds(
                 self.benchmark, case.reference, case.optimized, clock, plan.rounds
@@ -196,7 +197,7 @@ class CaseRunner:
         load = os.getloadavg()[0]
         if load > (os.cpu_count() or 1):
             verdict.notes.append(f"machine busy: load {load:.1f} on {os.cpu_count()} CPUs, timings perturbed")
-        if not warmup.settled:
+        if warmup.calls and not warmup.settled:
             verdict.notes.append(f"warm-up did not settle in {warmup.calls} calls")
         if case.expect_compiled and not warmup.first.compile.compiled:
             if self.settings.compile_fallback:
