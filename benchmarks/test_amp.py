@@ -1,0 +1,36 @@
+"""Seed 000, section 3: fp32 training vs torch.autocast mixed precision.
+
+fp16 needs a GradScaler (its gradients underflow) and tensor cores (CUDA 7.0+);
+bf16 needs CUDA 8.0+ or a CPU with native bf16 (AVX512-BF16 or AMX): elsewhere
+it runs emulated, far slower than fp32, and the case skips with that reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+import torch
+
+from fixtures.training import MIXED_PRECISION, OFF
+from optbench import Requires
+from optbench.hardware import dtype_name
+
+DTYPES = {
+    torch.float16: Requires(cuda=True, min_capability=(7, 0), why="fp16 autocast with a GradScaler on tensor cores"),
+    torch.bfloat16: Requires(dtype=torch.bfloat16),
+}
+
+
+@pytest.mark.parametrize("training", ["resnet"], indirect=True)
+@pytest.mark.parametrize("dtype", list(DTYPES), ids=dtype_name)
+def test_amp(optbench, training, dtype):
+    optbench.run(
+        training.case(
+            replace(OFF, autocast=dtype),
+            accuracy=MIXED_PRECISION,
+            floor=1.2,
+            requires=DTYPES[dtype],
+            names=("fp32", f"autocast:{dtype_name(dtype)}"),
+        )
+    )

@@ -1,0 +1,37 @@
+"""Seed 000, section 1: DataLoader(pin_memory=True), with and without non_blocking copies.
+
+A slice of a training epoch through a DataLoader with worker processes,
+host-to-device copies included. Pinning alone only skips the driver's staging
+copy; the copy overlaps compute only with `.to(device, non_blocking=True)`,
+so both are measured. Pinning and the copy change no number: bitwise check.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from fixtures.training import Tricks
+from optbench import Requires
+from optbench.accuracy import TrainingAgreement
+
+CUDA = Requires(cuda=True, why="pinned host memory only speeds host-to-GPU copies (PyTorch ignores it on CPU)")
+# (optimized tricks, floor): pinning without asynchronous copies is expected to give little.
+VARIANTS = {
+    "pinned": (Tricks(pin_memory=True), 0.9),
+    "pinned+non_blocking": (Tricks(pin_memory=True, non_blocking=True), 1.0),
+}
+
+
+@pytest.mark.parametrize("training", ["resnet"], indirect=True)
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_pin_memory(optbench, training, variant):
+    tricks, floor = VARIANTS[variant]
+    optbench.run(
+        training.case(
+            tricks,
+            accuracy=TrainingAgreement(loss_tolerance=0),
+            floor=floor,
+            requires=CUDA,
+            names=("pageable", variant),
+        )
+    )

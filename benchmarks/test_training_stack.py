@@ -1,0 +1,31 @@
+"""Seed 000's closing question: every trick this device has, at once, vs all of them off.
+
+On a GPU that is set_to_none, compile, autocast (bf16 on 8.0+, else fp16 with
+a GradScaler), channels_last and pinned non-blocking copies, so the timed call
+goes through a DataLoader. On a CPU without native bf16 only set_to_none and
+compile apply: the ResNet then shows compile's loss, the LayerNorm/GELU
+classifier its gain.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from fixtures.training import MIXED_PRECISION, OFF, REORDERED_FP32, stack
+
+# The seed's GPU effects (AMP ~1.7x, compile ~1.05x) compound past 1.3x; a CPU gets compile's effect alone.
+CPU_FLOORS = {"ln-mlp": 1.0, "resnet": 0.7}
+GPU_FLOOR = 1.3
+
+
+@pytest.mark.parametrize("training", list(CPU_FLOORS), indirect=True)
+def test_training_stack(optbench, training, device):
+    tricks = stack(device)
+    optbench.run(
+        training.case(
+            tricks,
+            accuracy=MIXED_PRECISION if tricks.autocast else REORDERED_FP32,
+            floor=GPU_FLOOR if device.type == "cuda" else CPU_FLOORS[training.name],
+            names=(OFF.label, tricks.label),
+        )
+    )

@@ -1,0 +1,97 @@
+from dataclasses import replace
+
+import pytest
+import torch
+
+from fixtures.data import load_cifar10, synthetic_cifar, synthetic_split
+from fixtures.training import OFF, TrainingSpec, TrainingWorkload, wide_mlp
+from optbench.accuracy import TrainingAgreement, TrainingOutcome
+
+TINY = TrainingSpec(lambda: wide_mlp(128), batch_size=16, steps_per_epoch=12, epochs=2, heldout_size=200)
+
+
+def tiny_workload(spec=TINY, seed=0):
+    data = synthetic_split(spec.batch_size * spec.steps_per_epoch, spec.heldout_size, seed)
+    return TrainingWorkload("tiny", spec, torch.device("cpu"), data)
+
+
+def test_synthetic_data_is_a_function_of_the_seed():
+    first, again, other = synthetic_cifar(64, seed=3), synthetic_cifar(64, seed=3), synthetic_cifar(64, seed=4)
+    assert all(torch.equal(a, b) for a, b in zip(first.tensors, again.tensors, strict=True))
+    assert not torch.equal(first.tensors[0], other.tensors[0])
+    images, labels = first.tensors
+    assert images.shape == (64, 3, 32, 32) and labels.min() >= 0 and labels.max() < 10
+
+
+def test_reference_training_learns_well_above_chance():
+    outcome = tiny_workload().trainer(OFF).train()
+    first_epoch, last_epoch = outcome.losses.view(TINY.epochs, -1).mean(dim=1)
+    assert last_epoch < 0.5 * first_epoch
+    assert outcome.heldout_accuracy > 0.5
+
+
+def test_learning_rate_schedule_steps_once_per_epoch():
+    spec = replace(TINY, lr_step_epochs=1)
+    trainer = tiny_workload(spec).trainer(OFF)
+    trainer.train()
+    assert trainer.optimizer.param_groups[0]["lr"] == pytest.approx(spec.lr * 0.1**spec.epochs)
+
+
+def test_training_restarts_from_the_same_weights():
+    trainer = tiny_workload().trainer(replace(OFF, set_to_none=True))
+    first = trainer.train()
+    trainer.timed_steps()
+    assert TrainingAgreement(loss_tolerance=0)(first, trainer.train()).passed
+
+
+def test_set_to_none_changes_no_number():
+    workload = tiny_workload()
+    reference = workload.trainer(OFF).train()
+    optimized = workload.trainer(replace(OFF, set_to_none=True)).train()
+    assert TrainingAgreement(loss_tolerance=0)(reference, optimized).passed
+
+
+def outcome(losses, accuracy, parameter=1.0):
+    return TrainingOutcome(torch.tensor(losses), accuracy, (torch.tensor([parameter]),))
+
+
+def test_training_agreement_passes_small_drift_and_fails_a_run_that_stops_learning():
+    reference = outcome([2.3, 1.5, 1.0, 0.6], 0.8)
+    agreement = TrainingAgreement(loss_tolerance=0.25)
+    assert agreement(reference, outcome([2.3, 1.6, 0.95, 0.62], 0.78)).passed
+    stalled = agreement(reference, outcome([2.3, 2.3, 2.3, 2.3], 0.1))
+    assert {check.metric for check in stalled.failures} == {
+        "loss_path_deviation",
+        "heldout_accuracy_drop",
+        "heldout_accuracy",
+    }
+
+
+def test_training_agreement_fails_when_the_reference_itself_is_at_chance():
+    chance, learned = outcome([2.3, 2.3], 0.1), outcome([2.3, 2.3], 0.6)
+    result = TrainingAgreement(loss_tolerance=0.25)(chance, learned)
+    assert [check.metric for check in result.failures] == ["reference_heldout_accuracy"]
+
+
+def test_exact_training_agreement_catches_one_ulp_in_a_parameter():
+    reference = outcome([2.3, 1.0], 0.8, parameter=1.0)
+    nudged = outcome([2.3, 1.0], 0.8, parameter=float(torch.nextafter(torch.tensor(1.0), torch.tensor(2.0))))
+    result = TrainingAgreement(loss_tolerance=0)(reference, nudged)
+    assert result.headline.metric == "max_abs_diff" and not result.headline.passed
+
+
+@pytest.mark.parametrize("make", [lambda tmp: tmp / "missing", lambda tmp: tmp], ids=["missing", "empty"])
+def test_bad_cifar10_root_is_a_one_line_usage_error(tmp_path, make):
+    with pytest.raises(pytest.UsageError) as error:
+        load_cifar10(str(make(tmp_path)))
+    message = str(error.value)
+    assert message.startswith("--cifar10-root") and "\n" not in message
+
+
+def test_bad_cifar10_root_stops_pytest_before_any_test(pytester):
+    pytester.makeconftest('pytest_plugins = ["fixtures.data"]')
+    pytester.makepyfile("def test_never_runs():\n    raise AssertionError")
+    result = pytester.runpytest("--cifar10-root", str(pytester.path / "nowhere"))
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    errors = [line for line in result.errlines if line.startswith("ERROR:")]
+    assert len(errors) == 1 and "--cifar10-root" in errors[0]
