@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -12,13 +13,17 @@ import torch
 
 
 class Phase:
-    """Where a case is, so that a fault can say what it interrupted."""
+    """Where a case is, so that a fault can say what it interrupted, and how long each phase took."""
 
     def __init__(self) -> None:
         self.current = "setup"
+        self.durations_s: dict[str, float] = {}
+        self._started = time.monotonic()
 
     def enter(self, name: str) -> None:
-        self.current = name
+        now = time.monotonic()
+        self.durations_s[self.current] = self.durations_s.get(self.current, 0.0) + now - self._started
+        self.current, self._started = name, now
 
 
 class CaseTimeout(Exception):

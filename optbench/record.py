@@ -45,6 +45,7 @@ def build_record(
     baseline: dict[str, Any] | None,
     verdict: Verdict,
     details: dict[str, Any] | None = None,
+    phases_s: dict[str, float] | None = None,
 ) -> dict[str, Any]:
     timed = reference_times is not None and optimized_times is not None
     return {
@@ -76,6 +77,7 @@ def build_record(
         },
         "verdict": {"status": verdict.status, "failures": verdict.failures, "notes": verdict.notes},
         "details": details,
+        "phases_s": phases_s,
     }
 
 

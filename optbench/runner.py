@@ -154,6 +154,7 @@ class CaseRunner:
             self.benchmark.pedantic(case.optimized, rounds=1)  # pytest-benchmark expects its fixture used
         phase.enter("details")
         details = case.details() if case.details else None
+        phase.enter("verdict")
         tolerance = settings.speedup_tolerance if case.speedup_tolerance is None else case.speedup_tolerance
         baseline = None if settings.update_baselines else settings.baselines.get(self.case_id)
         threshold = speed_threshold(case.floor, baseline, tolerance)
@@ -192,6 +193,7 @@ class CaseRunner:
             baseline=baseline,
             verdict=verdict,
             details=details,
+            phases_s=phase.durations_s,
         )
 
     def _note_measurement_quality(
