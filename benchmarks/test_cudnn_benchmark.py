@@ -1,0 +1,104 @@
+"""Seed 004, section 5: cudnn.benchmark off -> on, with fixed input shapes and with a new shape every call.
+
+cuDNN plans live in one process-wide cache whose key leaves out the benchmark
+flag: whichever flag is set when a shape is first seen decides its plan for
+the rest of the process. So the two variants never share a shape: the
+reference runs the ResNet on h x w images, the optimized variant runs the same
+ResNet with every kernel transposed on w x h images. That is the same work
+with the same outputs under cache keys of their own, as long as h != w at
+every stage; no other case uses non-square images.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+
+import pytest
+import torch
+from torch import nn
+
+from fixtures.models import transposed, under
+from optbench import Case, Close, Requires
+
+CUDA = Requires(cuda=True, why="cudnn.benchmark chooses among cuDNN convolution algorithms")
+BENCHMARK_OFF = ((torch.backends.cudnn, "benchmark", False),)
+BENCHMARK_ON = ((torch.backends.cudnn, "benchmark", True),)
+# Same numbers up to the algorithm's summation order, or no further from fp64 (convolutions are TF32 by default).
+SAME_OUTPUTS = Close(rtol=1e-3, atol=1e-3)
+
+
+def non_square(side: int, index: int) -> tuple[int, int]:
+    """The `index`-th (h, w) near `side`, all distinct, w - h above the ResNet's total stride of 32."""
+    return side + index % 64, side + 97 + index // 64
+
+
+@pytest.fixture
+def resnets(workload) -> tuple[nn.Module, nn.Module]:
+    """The workload's ResNet and its transpose."""
+    return workload.model(), transposed(workload.model())
+
+
+@pytest.fixture
+def images(workload) -> torch.Tensor:
+    """Fixed non-square images; the transposed ResNet gets their transpose."""
+    generator = torch.Generator().manual_seed(0)
+    shape = (workload.inputs.shape[0], 3, *non_square(workload.inputs.shape[-1], 0))
+    return torch.randn(shape, generator=generator).to(workload.inputs.device)
+
+
+@pytest.fixture
+def images_fp64_output(workload, images) -> Callable[[], torch.Tensor]:
+    def fp64_output() -> torch.Tensor:
+        with torch.inference_mode():
+            return workload.model(torch.float64)(images.double())
+
+    return fp64_output
+
+
+@pytest.mark.parametrize("workload", ["resnet"], indirect=True)
+def test_fixed_shapes(optbench, resnets, images, images_fp64_output):
+    model, mirrored = resnets
+    images_mt = images.mT.contiguous()
+    with torch.inference_mode():
+        optbench.run(
+            Case(
+                reference=under(BENCHMARK_OFF, lambda: model(images)),
+                optimized=under(BENCHMARK_ON, lambda: mirrored(images_mt)),
+                fp64_output=images_fp64_output,
+                accuracy=SAME_OUTPUTS,
+                # Not measured on a GPU yet: the first CUDA baseline replaces this guess.
+                floor=1.02,
+                requires=CUDA,
+                names=("benchmark off", "benchmark on"),
+            )
+        )
+
+
+@pytest.mark.parametrize("workload", ["resnet"], indirect=True)
+def test_varying_shapes(optbench, workload, resnets, images, images_fp64_output):
+    """The seed's warning: with a new input size every call, benchmarking each one costs more than it saves."""
+    model, mirrored = resnets
+    batch, side, device = workload.inputs.shape[0], workload.inputs.shape[-1], workload.inputs.device
+    reference_shapes = (non_square(side, index) for index in itertools.count(1))
+    optimized_shapes = (non_square(side, index)[::-1] for index in itertools.count(1))
+
+    def on_next_shape(resnet: nn.Module, shapes) -> torch.Tensor:
+        return resnet(torch.randn(batch, 3, *next(shapes), device=device))
+
+    images_mt = images.mT.contiguous()
+    with torch.inference_mode():
+        optbench.run(
+            Case(
+                reference=under(BENCHMARK_OFF, lambda: on_next_shape(model, reference_shapes)),
+                optimized=under(BENCHMARK_ON, lambda: on_next_shape(mirrored, optimized_shapes)),
+                reference_output=under(BENCHMARK_OFF, lambda: model(images)),
+                optimized_output=under(BENCHMARK_ON, lambda: mirrored(images_mt)),
+                fp64_output=images_fp64_output,
+                accuracy=SAME_OUTPUTS,
+                floor=0.0,  # any slowdown is what the seed predicts
+                ceiling=1.0,
+                requires=CUDA,
+                names=("benchmark off", "benchmark on"),
+            )
+        )
