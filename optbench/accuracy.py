@@ -66,7 +66,8 @@ def tensors(output: Any) -> list[torch.Tensor]:
     """The tensors of a model output (tensor, tuple, dict, or a transformers ModelOutput)."""
     if hasattr(output, "to_tuple"):
         output = output.to_tuple()
-    leaves = [leaf for leaf in tree_leaves(output) if isinstance(leaf, torch.Tensor)]
+    # Detached: a grad-enabled reference's outputs carry autograd history the comparison must not touch.
+    leaves = [leaf.detach() for leaf in tree_leaves(output) if isinstance(leaf, torch.Tensor)]
     if not leaves:
         raise TypeError(f"output of type {type(output).__name__} holds no tensors to compare")
     return leaves

@@ -15,6 +15,7 @@ import torch
 from .baselines import BaselineError, BaselineStore
 from .environment import environment_key, fingerprint
 from .profiles import PROFILES, Profile
+from .recommendation import recommendation_markdown
 from .record import RECORD_KEY
 from .report import changes_table, summary
 from .runner import CaseRunner, RunSettings
@@ -227,6 +228,14 @@ class OptbenchSession:
                 "timing disabled (--benchmark-disable, or pytest-xdist without --gpu-per-worker): "
                 "accuracy was checked, speed was not gated"
             )
+        recommendation = recommendation_markdown(self.records)
+        if recommendation:
+            terminalreporter.write_sep("-", "optbench: what to use on this device (seed 004)")
+            terminalreporter.write_line(recommendation)
+        recommendation = recommendation_markdown(self.records)
+        if recommendation:
+            terminalreporter.write_sep("-", "optbench: what to use on this device (seed 004)")
+            terminalreporter.write_line(recommendation)
         benchmark_session = getattr(self.config, "_benchmarksession", None)
         saved_runs = benchmark_session.compared_mapping if benchmark_session else None
         for path, saved_benchmarks in (saved_runs or {}).items():
@@ -237,6 +246,9 @@ class OptbenchSession:
     def pytest_sessionfinish(self) -> None:
         if self.records and not self.is_worker:
             (self.results_dir / "summary.md").write_text(summary(self.records, markdown=True) + "\n")
+            recommendation = recommendation_markdown(self.records)
+            if recommendation:
+                (self.results_dir / "recommendation.md").write_text(recommendation + "\n")
 
 
 @pytest.hookimpl(tryfirst=True)  # pytest-benchmark asks for machine info in its own configure

@@ -196,7 +196,8 @@ def _generation_rows(records: Sequence[Record], environment_key: str) -> list[li
 
 def recommendation_markdown(records: list[dict]) -> str:
     """The seed-004 recommendation for this run's device as markdown; empty when no seed-004 case ran."""
-    relevant = [record for record in records if record["technique"] in TECHNIQUES]
+    # Fault records (time-out, OOM, compiler error) measured nothing to recommend from.
+    relevant = [record for record in records if record["technique"] in TECHNIQUES and record["accuracy"]]
     if not relevant:
         return ""
     first = relevant[0]

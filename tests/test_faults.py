@@ -6,7 +6,7 @@ import pytest
 
 CONFTEST = 'pytest_plugins = ["optbench.plugin"]\n'
 
-FAULTS = '''
+FAULTS = """
 import itertools
 import os
 import time
@@ -84,7 +84,7 @@ def test_switches_were_restored():
 
 def test_healthy_case_still_runs(optbench):
     run(optbench, quick)
-'''
+"""
 
 
 @pytest.fixture
@@ -138,7 +138,7 @@ def test_compile_fallback_measures_eager_and_says_so(faults):
 def test_records_of_finished_cases_survive_a_crash(pytester):
     pytester.makeconftest(CONFTEST)
     pytester.makepyfile(
-        test_crash='''
+        test_crash="""
 import os
 import torch
 from optbench import Case, Exact
@@ -150,7 +150,7 @@ def test_a_first_case(optbench):
 
 def test_b_crashes_the_process():
     os._exit(3)
-'''
+"""
     )
     result = pytester.runpytest_subprocess("--case-budget", "0.3", "-p", "no:cacheprovider")
     assert result.ret == 3

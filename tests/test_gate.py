@@ -3,8 +3,12 @@ from optbench.gate import judge, speed_threshold
 from optbench.stats import Interval
 
 GOOD = Accuracy((Check("cosine", 0.999, 0.99, lower_is_better=False),))
-BASELINE = {"speedup": 1.8, "interval": [1.75, 1.85], "recorded": "2026-12-01",
-            "accuracy": {"metric": "cosine", "value": 0.999, "limit": 0.99, "lower_is_better": False}}
+BASELINE = {
+    "speedup": 1.8,
+    "interval": [1.75, 1.85],
+    "recorded": "2026-12-01",
+    "accuracy": {"metric": "cosine", "value": 0.999, "limit": 0.99, "lower_is_better": False},
+}
 
 
 def verdict(speedup, accuracy=GOOD, baseline=BASELINE, floor=1.2, ceiling=None, graph_breaks=None):
