@@ -9,6 +9,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import statistics
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 SCHEMA = 1
+HISTORY = 5
+"""Recorded speedups kept per case; the baseline is their median, so one unlucky recording does not set the bar."""
 
 
 class BaselineError(Exception):
@@ -108,12 +111,30 @@ class BaselineStore:
     def get(self, case_id: str) -> dict[str, Any] | None:
         return self._cases.get(case_id)
 
+    def unknown_cases(self, profile: str, collected_node_ids: set[str]) -> list[str]:
+        """Entries of `profile` in the collected files whose case no longer exists (renamed or removed)."""
+        files = {node_id.split("::", 1)[0] for node_id in collected_node_ids}
+        stale = []
+        for case_id in self._cases:
+            case_profile, _, node_id = case_id.partition(":")
+            if case_profile == profile and node_id.split("::", 1)[0] in files and node_id not in collected_node_ids:
+                stale.append(case_id)
+        return sorted(stale)
+
     def record(self, case_id: str, entry: dict[str, Any], environment: dict[str, Any]) -> None:
-        """Merge one case's entry into the file, leaving every other entry as it is."""
+        """Merge one case's entry into the file, leaving every other entry as it is.
+
+        The case's speedup joins the history of its earlier recordings; the
+        stored speedup is the median of the last HISTORY of them.
+        """
         _validate_entry(self.path, case_id, entry)
         with _locked(self.path):
             document = read_baseline_file(self.path) if self.path.exists() else {"schema": SCHEMA, "cases": {}}
+            previous = document["cases"].get(case_id)
+            earlier = (previous.get("history") or [previous["speedup"]]) if previous else []
+            history = [*earlier, entry["speedup"]][-HISTORY:]
+            merged = {**entry, "speedup": statistics.median(history), "history": history}
             document["environment"] = environment
-            document["cases"][case_id] = entry
+            document["cases"][case_id] = merged
             write_json_atomically(self.path, document)
-        self._cases[case_id] = entry
+        self._cases[case_id] = merged

@@ -258,13 +258,26 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(session, "optbench-session")
 
 
+@pytest.hookimpl(tryfirst=True)  # before -k/-m deselection, so stale entries are told from deselected cases
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    config.stash[_SESSION].keep_timing_under_xdist()
-    if any("optbench" in getattr(item, "fixturenames", ()) for item in items):
-        try:
-            config.stash[_SESSION].settings()
-        except BaselineError as error:
-            raise pytest.UsageError(str(error)) from None
+    session = config.stash[_SESSION]
+    session.keep_timing_under_xdist()
+    cases = [item for item in items if "optbench" in getattr(item, "fixturenames", ())]
+    if not cases:
+        return
+    try:
+        baselines = session.settings().baselines
+    except BaselineError as error:
+        raise pytest.UsageError(str(error)) from None
+    stale = baselines.unknown_cases(session.profile.name, {item.nodeid for item in cases})
+    if stale:
+        config.issue_config_time_warning(
+            pytest.PytestWarning(
+                f"{baselines.path}: {len(stale)} entries name no collected case (e.g. {stale[0]}); "
+                "remove them or re-record with --update-baselines"
+            ),
+            stacklevel=2,
+        )
 
 
 @pytest.fixture(scope="session")

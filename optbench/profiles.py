@@ -34,7 +34,7 @@ PROFILES: dict[str, Profile] = {
         ci_half_width=0.03,
         case_budget_s=8.0,
         warmup_budget_s=6.0,
-        min_rounds=10,
+        min_rounds=20,
         max_rounds=400,
         case_timeout_s=300.0,
     ),

@@ -83,3 +83,25 @@ def test_concurrent_writers_lose_no_entry(tmp_path):
         assert worker.exitcode == 0
     cases = read_baseline_file(tmp_path / f"{KEY}.json")["cases"]
     assert len(cases) == 60
+
+
+def test_baseline_is_the_median_of_the_last_recordings(tmp_path):
+    store = BaselineStore(tmp_path, KEY)
+    for speedup in [1.5, 3.0, 1.4, 1.6, 1.45, 1.55]:
+        store.record("smoke:a", {**ENTRY, "speedup": speedup}, {})
+    entry = BaselineStore(tmp_path, KEY).get("smoke:a")
+    assert entry["history"] == [3.0, 1.4, 1.6, 1.45, 1.55]
+    assert entry["speedup"] == 1.55
+
+
+def test_entries_of_vanished_cases_are_found_only_within_collected_files(tmp_path):
+    store = BaselineStore(tmp_path, KEY)
+    for case_id in [
+        "smoke:b/test_x.py::test_x[old]",
+        "smoke:b/test_x.py::test_x[new]",
+        "smoke:b/test_y.py::test_y",
+        "standard:b/test_x.py::test_x[old]",
+    ]:
+        store.record(case_id, ENTRY, {})
+    collected = {"b/test_x.py::test_x[new]"}
+    assert store.unknown_cases("smoke", collected) == ["smoke:b/test_x.py::test_x[old]"]

@@ -170,3 +170,13 @@ def test_compare_with_a_saved_run_reports_significance(project):
         ]
     )
     result.stdout.no_fnmatch_line("*COMPARING ACROSS ENVIRONMENTS*")
+
+
+def test_baseline_entries_of_vanished_cases_are_a_one_line_warning(project):
+    path = write_baseline(project, 3.0)
+    document = json.loads(path.read_text())
+    document["cases"]["smoke:test_synthetic.py::test_renamed_away"] = document["cases"][CASE_ID]
+    path.write_text(json.dumps(document))
+    result = project.runpytest_subprocess("--benchmark-disable", *FAST)
+    result.assert_outcomes(passed=1, skipped=1)
+    result.stdout.fnmatch_lines([f"*{path}: 1 entries name no collected case (e.g. *test_renamed_away)*"])
