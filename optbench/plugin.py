@@ -232,10 +232,6 @@ class OptbenchSession:
         if recommendation:
             terminalreporter.write_sep("-", "optbench: what to use on this device (seed 004)")
             terminalreporter.write_line(recommendation)
-        recommendation = recommendation_markdown(self.records)
-        if recommendation:
-            terminalreporter.write_sep("-", "optbench: what to use on this device (seed 004)")
-            terminalreporter.write_line(recommendation)
         benchmark_session = getattr(self.config, "_benchmarksession", None)
         saved_runs = benchmark_session.compared_mapping if benchmark_session else None
         for path, saved_benchmarks in (saved_runs or {}).items():
