@@ -40,9 +40,6 @@ class Verdict:
     def status(self) -> str:
         return "fail" if self.failures else "pass"
 
-    def message(self, case_id: str) -> str:
-        return f"{case_id}: " + "; ".join(self.failures)
-
 
 def _accuracy_drift(accuracy: Accuracy, baseline: dict[str, Any] | None, drift: float) -> str | None:
     """A headline figure that moved more than `drift` of its baseline headroom toward the limit."""

@@ -82,10 +82,6 @@ class CaseRunner:
         self.technique = technique
         self.publish = publish
 
-    @property
-    def device(self) -> torch.device:
-        return self.settings.device
-
     def run(self, case: Case) -> dict[str, Any]:
         """Measure, check and gate `case`; returns its record, fails the test on a failing verdict."""
         settings = self.settings
