@@ -14,12 +14,13 @@ import torch
 
 from fixtures.training import MIXED_PRECISION, OFF
 from optbench import Requires
-from optbench.hardware import dtype_name
+from optbench.hardware import AMPERE, AMX, VOLTA, dtype_name
 
 DTYPES = {
     torch.float16: Requires(cuda=True, min_capability=(7, 0), why="fp16 autocast with a GradScaler on tensor cores"),
     torch.bfloat16: Requires(dtype=torch.bfloat16),
 }
+PAYS_ON = {torch.float16: (VOLTA,), torch.bfloat16: (AMPERE, AMX)}
 
 
 @pytest.mark.parametrize("training", ["resnet"], indirect=True)
@@ -30,6 +31,7 @@ def test_amp(optbench, training, dtype):
             replace(OFF, autocast=dtype),
             accuracy=MIXED_PRECISION,
             floor=1.2,
+            floor_applies_on=PAYS_ON[dtype],
             requires=DTYPES[dtype],
             names=("fp32", f"autocast:{dtype_name(dtype)}"),
         )

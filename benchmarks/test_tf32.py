@@ -25,6 +25,7 @@ import torch
 from fixtures.models import under
 from optbench import Case, ReducedPrecision, Requires
 from optbench.accuracy import TF32_MAX_RELATIVE_RMSE
+from optbench.hardware import AMPERE, AMX, HardwareClass
 
 TENSOR_CORES = Requires(min_capability=(8, 0), why="TF32 runs on tensor cores (Ampere and later)")
 BF16_MAX_RELATIVE_RMSE = ReducedPrecision().max_relative_rmse
@@ -41,6 +42,7 @@ class Fp32Precision:
     value: str
     requires: Requires
     max_relative_rmse: float
+    pays_on: tuple[HardwareClass, ...]
 
     def change(self, value: str) -> tuple[Any, str, str]:
         return (self.owner, "fp32_precision", value)
@@ -51,19 +53,25 @@ def matmul_precision(level: str, device: torch.device) -> Fp32Precision:
     if device.type == "cuda":
         if level == "medium":
             pytest.skip("on CUDA 'medium' sets the same cuBLAS TF32 mode as 'high': cuBLAS has no bf16 mode for fp32")
-        return Fp32Precision("cuBLAS", torch.backends.cuda.matmul, "tf32", TENSOR_CORES, TF32_MAX_RELATIVE_RMSE)
+        return Fp32Precision(
+            "cuBLAS", torch.backends.cuda.matmul, "tf32", TENSOR_CORES, TF32_MAX_RELATIVE_RMSE, (AMPERE,)
+        )
     if level == "high":
-        return Fp32Precision("oneDNN", torch.backends.mkldnn.matmul, "tf32", TENSOR_CORES, TF32_MAX_RELATIVE_RMSE)
+        return Fp32Precision(
+            "oneDNN", torch.backends.mkldnn.matmul, "tf32", TENSOR_CORES, TF32_MAX_RELATIVE_RMSE, (AMPERE,)
+        )
     return Fp32Precision(
-        "oneDNN", torch.backends.mkldnn.matmul, "bf16", Requires(dtype=torch.bfloat16), BF16_MAX_RELATIVE_RMSE
+        "oneDNN", torch.backends.mkldnn.matmul, "bf16", Requires(dtype=torch.bfloat16), BF16_MAX_RELATIVE_RMSE, (AMX,)
     )
 
 
 def conv_precision(device: torch.device) -> Fp32Precision:
     if device.type == "cuda":
-        return Fp32Precision("cuDNN", torch.backends.cudnn.conv, "tf32", TENSOR_CORES, TF32_MAX_RELATIVE_RMSE)
+        return Fp32Precision(
+            "cuDNN", torch.backends.cudnn.conv, "tf32", TENSOR_CORES, TF32_MAX_RELATIVE_RMSE, (AMPERE,)
+        )
     return Fp32Precision(
-        "oneDNN", torch.backends.mkldnn.conv, "bf16", Requires(dtype=torch.bfloat16), BF16_MAX_RELATIVE_RMSE
+        "oneDNN", torch.backends.mkldnn.conv, "bf16", Requires(dtype=torch.bfloat16), BF16_MAX_RELATIVE_RMSE, (AMX,)
     )
 
 
@@ -77,6 +85,7 @@ def run_precision_case(optbench, workload, precision: Fp32Precision, floor: floa
                 fp64_output=workload.fp64_output,
                 accuracy=ReducedPrecision(max_relative_rmse=precision.max_relative_rmse),
                 floor=floor,
+                floor_applies_on=precision.pays_on,
                 requires=precision.requires,
                 names=(f"{precision.backend} ieee", f"{precision.backend} {precision.value}"),
             )

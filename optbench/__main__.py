@@ -1,13 +1,17 @@
-"""Commands: `report RUN.json [...]` (cross-run report and plot) and `calibrate` (the gate's error rates)."""
+"""Commands: `report RUN.json [...]` (cross-run report and plot), `agree` (suite vs an independent timer),
+and `calibrate` (the gate's error rates)."""
 
 from __future__ import annotations
 
 import argparse
+import json
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from .calibration import calibrate, rows_markdown
+from .agreement import Agreement, agreement_markdown
+from .calibration import calibrate, calibration_markdown
 from .crossrun import crossrun_markdown, plot_speedups
 from .runs import RunFileError, load_run
 
@@ -18,15 +22,27 @@ def main(argv: list[str] | None = None) -> int:
     report = commands.add_parser("report", help="compare saved runs (pytest-benchmark JSON with optbench records)")
     report.add_argument("runs", nargs="+", type=Path, help="JSON files from --benchmark-json or --benchmark-autosave")
     report.add_argument("--output", type=Path, default=Path("optbench-report"), help="folder for report.md/speedup.png")
-    calibrate = commands.add_parser("calibrate", help="measure the gate's false-alarm rate and detection power")
-    calibrate.add_argument("--repetitions", type=int, default=50)
+    agree = commands.add_parser(
+        "agree", help="measure catalogue cases through the suite and through torch.utils.benchmark.Timer"
+    )
+    agree.add_argument("-k", dest="expression", default=None, help="pytest -k expression choosing the cases")
+    agree.add_argument("--output", type=Path, default=Path("agreement.md"))
+    agree.add_argument("pytest_args", nargs="*", help="more pytest arguments (after --), e.g. -- --case-budget 4")
+    calibrate = commands.add_parser(
+        "calibrate", help="the gate's false-alarm rate and detection power, in separate processes on real cases"
+    )
+    calibrate.add_argument("-k", dest="expression", default=None, help="pytest -k expression choosing the cases")
+    calibrate.add_argument("--recordings", type=int, default=10, help="--update-baselines runs building the history")
+    calibrate.add_argument("--repetitions", type=int, default=20, help="runs per planted slowdown")
     calibrate.add_argument("--slowdowns", default="0,0.05,0.1,0.2", help="planted slowdowns, comma-separated")
-    calibrate.add_argument("--tolerances", default="0.1,0.05", help="speed tolerances to judge, comma-separated")
-    calibrate.add_argument("--case-budget", type=float, default=8.0, help="seconds of timed rounds per case")
+    calibrate.add_argument("--tests", default="benchmarks", help="what pytest runs (default: the catalogue)")
+    calibrate.add_argument("--workdir", type=Path, default=None, help="keep every run's records here")
     calibrate.add_argument("--output", type=Path, default=Path("calibration.md"))
     arguments = parser.parse_args(argv)
     if arguments.command == "calibrate":
         return _calibrate(arguments)
+    if arguments.command == "agree":
+        return _agree(arguments)
     try:
         runs = [load_run(path) for path in arguments.runs]
     except RunFileError as error:
@@ -41,12 +57,36 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _agree(arguments: argparse.Namespace) -> int:
+    with tempfile.TemporaryDirectory() as results:
+        command = [sys.executable, "-m", "pytest", "benchmarks", "--agree", "--results-dir", results, "-q"]
+        command += ["-p", "no:cacheprovider", *(["-k", arguments.expression] if arguments.expression else [])]
+        finished = subprocess.run([*command, *arguments.pytest_args], check=False)
+        path = Path(results) / "records.jsonl"
+        records = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    agreements = [a for a in map(Agreement.from_record, records) if a is not None]
+    if not agreements:
+        print(f"error: no case was timed (pytest exit {finished.returncode}); check the -k expression", file=sys.stderr)
+        return 2
+    table = agreement_markdown(agreements)
+    arguments.output.write_text(table + "\n")
+    print(table)
+    return 0
+
+
 def _calibrate(arguments: argparse.Namespace) -> int:
     slowdowns = [float(value) for value in arguments.slowdowns.split(",")]
-    tolerances = [float(value) for value in arguments.tolerances.split(",")]
-    with tempfile.TemporaryDirectory() as workdir:
-        rows = calibrate(Path(workdir), arguments.repetitions, slowdowns, tolerances, arguments.case_budget)
-    table = rows_markdown(rows, tolerances)
+    with tempfile.TemporaryDirectory() as scratch:
+        result = calibrate(
+            Path.cwd(),
+            arguments.workdir or Path(scratch),
+            arguments.expression,
+            arguments.recordings,
+            arguments.repetitions,
+            slowdowns,
+            tests=arguments.tests,
+        )
+    table = calibration_markdown(result)
     arguments.output.write_text(table + "\n")
     print(table)
     return 0

@@ -1,7 +1,9 @@
-"""Stored expectations per environment: one plain JSON file per environment key.
+"""Stored history per environment: one plain JSON file per environment key, the last recordings of each case.
 
 Writes merge under a file lock and replace the file atomically, so workers
 recording at once lose nothing and a crash mid-write leaves the old file.
+Schema 1 files were measured by alternating single calls, before block
+rounds: their speedups are not comparable with today's and are refused.
 """
 
 from __future__ import annotations
@@ -9,43 +11,127 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import statistics
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-SCHEMA = 1
-HISTORY = 5
-"""Recorded speedups kept per case; the baseline is their median, so one unlucky recording does not set the bar."""
+SCHEMA = 2
+KEEP = 20
+"""Recordings kept per case: enough to estimate its between-run spread, recent enough to be today's machine."""
 
 
 class BaselineError(Exception):
     """A baseline file that cannot be used; the message is one line naming the file."""
 
 
+@dataclass(frozen=True)
+class Recording:
+    """One run's measurement of a case, as the gate's history keeps it."""
+
+    speedup: float
+    interval: tuple[float, float] | None
+    """The run's own 95% interval; None where it was not recorded (the gate then counts it as exact)."""
+    rounds: int | None = None
+    recorded: str | None = None
+    """ISO date or date-time."""
+    torch: str | None = None
+    commit: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        document = asdict(self)
+        document["interval"] = list(self.interval) if self.interval else None
+        return document
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """A case's history on one environment: its recordings (oldest first) and its latest accuracy and compile."""
+
+    recordings: tuple[Recording, ...]
+    accuracy: dict[str, Any] | None = None
+    """The headline check of the latest recording (metric, value, limit, lower_is_better)."""
+    graph_breaks: int | None = None
+    cuda: str | None = None
+
+    @property
+    def latest(self) -> Recording:
+        return self.recordings[-1]
+
+    def with_recording(
+        self, recording: Recording, accuracy: dict[str, Any] | None, graph_breaks: int | None
+    ) -> Baseline:
+        return replace(
+            self, recordings=(*self.recordings, recording)[-KEEP:], accuracy=accuracy, graph_breaks=graph_breaks
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "recordings": [recording.as_dict() for recording in self.recordings],
+            "accuracy": self.accuracy,
+            "graph_breaks": self.graph_breaks,
+            "cuda": self.cuda,
+        }
+
+
 def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def _validate_entry(path: Path, case_id: str, entry: Any) -> None:
+def _fix(where: str, what: str) -> BaselineError:
+    return BaselineError(f"{where} {what}; fix it, or delete the entry and re-record it with --update-baselines")
+
+
+def _interval(where: str, value: Any) -> tuple[float, float] | None:
+    if value is None:
+        return None
+    if not (isinstance(value, list) and len(value) == 2 and all(_is_number(v) and v > 0 for v in value)):
+        raise _fix(where, "needs 'interval' as [low, high] of positive numbers")
+    return (float(value[0]), float(value[1]))
+
+
+def _recording(where: str, document: Any) -> Recording:
+    if not isinstance(document, dict):
+        raise _fix(where, "has a recording that is not an object")
+    speedup = document.get("speedup")
+    if not _is_number(speedup) or speedup <= 0:
+        raise _fix(where, "has a recording without a positive number 'speedup'")
+    return Recording(
+        speedup=float(speedup),
+        interval=_interval(where, document.get("interval")),
+        rounds=document.get("rounds"),
+        recorded=document.get("recorded"),
+        torch=document.get("torch"),
+        commit=document.get("commit"),
+    )
+
+
+def _accuracy(where: str, accuracy: Any) -> dict[str, Any] | None:
+    if accuracy is not None and not (isinstance(accuracy, dict) and _is_number(accuracy.get("value"))):
+        raise _fix(where, "has an 'accuracy' without a numeric 'value'")
+    return accuracy
+
+
+def parse_entry(path: Path, case_id: str, entry: Any) -> Baseline:
+    """One case's entry as a Baseline; BaselineError with a one-line reason otherwise."""
     where = f"{path}: case {case_id!r}"
     if not isinstance(entry, dict):
-        raise BaselineError(f"{where} is not an object; fix the entry or re-record it with --update-baselines")
-    speedup = entry.get("speedup")
-    interval = entry.get("interval")
-    if not _is_number(speedup) or speedup <= 0:
-        raise BaselineError(f"{where} has no positive number 'speedup'; fix it or re-record with --update-baselines")
-    if not (isinstance(interval, list) and len(interval) == 2 and all(_is_number(v) for v in interval)):
-        raise BaselineError(f"{where} needs 'interval' as [low, high]; fix it or re-record with --update-baselines")
-    accuracy = entry.get("accuracy")
-    if accuracy is not None and not (isinstance(accuracy, dict) and _is_number(accuracy.get("value"))):
-        raise BaselineError(f"{where} has an 'accuracy' without a numeric 'value'; fix it or re-record it")
+        raise _fix(where, "is not an object")
+    documents = entry.get("recordings")
+    if not isinstance(documents, list) or not documents:
+        raise _fix(where, "needs a non-empty list 'recordings'")
+    return Baseline(
+        recordings=tuple(_recording(where, document) for document in documents),
+        accuracy=_accuracy(where, entry.get("accuracy")),
+        graph_breaks=entry.get("graph_breaks"),
+        cuda=entry.get("cuda"),
+    )
 
 
-def read_baseline_file(path: Path) -> dict[str, Any]:
-    """The parsed, validated file; BaselineError with a one-line reason otherwise."""
+def read_baseline_file(path: Path) -> tuple[dict[str, Any], dict[str, Baseline]]:
+    """The file's environment and its cases; BaselineError with a one-line reason otherwise."""
     try:
         document = json.loads(path.read_text())
     except json.JSONDecodeError as error:
@@ -55,15 +141,20 @@ def read_baseline_file(path: Path) -> dict[str, Any]:
         ) from None
     except OSError as error:
         raise BaselineError(f"{path}: cannot be read ({error.strerror})") from None
-    if not isinstance(document, dict) or document.get("schema") != SCHEMA:
-        found = document.get("schema") if isinstance(document, dict) else type(document).__name__
+    schema = document.get("schema") if isinstance(document, dict) else None
+    if schema == 1:
+        raise BaselineError(
+            f"{path}: schema 1 was measured with alternating single calls, not comparable with block rounds; "
+            "delete it and re-record this machine's history with --update-baselines"
+        )
+    if schema != SCHEMA:
+        found = schema if isinstance(document, dict) else type(document).__name__
         raise BaselineError(f"{path}: expected schema {SCHEMA}, found {found!r}; this optbench cannot read it")
     cases = document.get("cases")
     if not isinstance(cases, dict):
         raise BaselineError(f"{path}: 'cases' must be an object mapping case ids to entries")
-    for case_id, entry in cases.items():
-        _validate_entry(path, case_id, entry)
-    return document
+    environment = document.get("environment") if isinstance(document.get("environment"), dict) else {}
+    return environment, {case_id: parse_entry(path, case_id, entry) for case_id, entry in cases.items()}
 
 
 @contextmanager
@@ -97,19 +188,22 @@ class BaselineStore:
     def __init__(self, directory: Path, environment_key: str) -> None:
         self.environment_key = environment_key
         self.path = Path(directory) / f"{environment_key}.json"
-        self._cases: dict[str, dict[str, Any]] = {}
+        self._cases: dict[str, Baseline] = {}
         if self.path.exists():
-            document = read_baseline_file(self.path)
-            recorded_key = document.get("environment", {}).get("environment_key")
+            environment, self._cases = read_baseline_file(self.path)
+            recorded_key = environment.get("environment_key")
             if recorded_key not in (None, environment_key):
                 raise BaselineError(
                     f"{self.path}: recorded for environment {recorded_key!r}, not {environment_key!r}; "
                     "rename it to its own key or delete it"
                 )
-            self._cases = document["cases"]
 
-    def get(self, case_id: str) -> dict[str, Any] | None:
+    def get(self, case_id: str) -> Baseline | None:
         return self._cases.get(case_id)
+
+    def histories(self) -> dict[str, Baseline]:
+        """Every case of this environment: the pool the gate shrinks short histories toward."""
+        return dict(self._cases)
 
     def unknown_cases(self, profile: str, collected_node_ids: set[str]) -> list[str]:
         """Entries of `profile` in the collected files whose case no longer exists (renamed or removed)."""
@@ -121,20 +215,28 @@ class BaselineStore:
                 stale.append(case_id)
         return sorted(stale)
 
-    def record(self, case_id: str, entry: dict[str, Any], environment: dict[str, Any]) -> None:
-        """Merge one case's entry into the file, leaving every other entry as it is.
-
-        The case's speedup joins the history of its earlier recordings; the
-        stored speedup is the median of the last HISTORY of them.
-        """
-        _validate_entry(self.path, case_id, entry)
+    def record(
+        self,
+        case_id: str,
+        recording: Recording,
+        accuracy: dict[str, Any] | None,
+        graph_breaks: int | None,
+        environment: dict[str, Any],
+        cuda: str | None = None,
+    ) -> Baseline:
+        """Append one recording to the case's history (the last KEEP are kept), leaving every other entry as it is."""
         with _locked(self.path):
-            document = read_baseline_file(self.path) if self.path.exists() else {"schema": SCHEMA, "cases": {}}
-            previous = document["cases"].get(case_id)
-            earlier = (previous.get("history") or [previous["speedup"]]) if previous else []
-            history = [*earlier, entry["speedup"]][-HISTORY:]
-            merged = {**entry, "speedup": statistics.median(history), "history": history}
-            document["environment"] = environment
-            document["cases"][case_id] = merged
+            if self.path.exists():
+                _, cases = read_baseline_file(self.path)
+            else:
+                cases = {}
+            previous = cases.get(case_id) or Baseline(recordings=(), cuda=cuda)
+            cases[case_id] = previous.with_recording(recording, accuracy, graph_breaks)
+            document = {
+                "schema": SCHEMA,
+                "environment": environment,
+                "cases": {key: baseline.as_dict() for key, baseline in cases.items()},
+            }
             write_json_atomically(self.path, document)
-        self._cases[case_id] = merged
+        self._cases[case_id] = cases[case_id]
+        return cases[case_id]

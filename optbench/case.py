@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .accuracy import Comparator
-from .hardware import Requires
+from .hardware import HardwareClass, Requires
 
 
 @dataclass(frozen=True)
@@ -24,7 +24,9 @@ class Case:
     optimized: Callable[[], Any]
     accuracy: Comparator
     floor: float
-    """Lowest speedup accepted whatever the baseline says."""
+    """The least speedup that counts as paying off. Below it the case fails on the classes in `floor_applies_on`
+    (where it has history); elsewhere the run reports that the optimization does not pay here."""
+    floor_applies_on: tuple[HardwareClass, ...] = ()
     ceiling: float | None = None
     """For cases that assert the absence of a speedup: fail when the whole interval is above it."""
     requires: Requires = field(default_factory=Requires)
@@ -36,7 +38,8 @@ class Case:
     reference_output: Callable[[], Any] | None = None
     optimized_output: Callable[[], Any] | None = None
     fp64_output: Callable[[], Any] | None = None
-    speedup_tolerance: float | None = None
-    """Overrides --speedup-tolerance for this case."""
+    cold_cache: bool = False
+    """Time single calls after emptying the last-level cache, for cases where one cold call is the realistic use.
+    The default is the steady state of a loop: blocks of back-to-back calls."""
     details: Callable[[], dict[str, Any]] | None = None
     """Extra measurements reported with the case (e.g. prefill and decode latency), run after the timed rounds."""

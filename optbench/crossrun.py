@@ -8,10 +8,10 @@ from typing import Any
 
 from .report import case_label, markdown_table
 from .runs import Run
-from .significance import compare_records
+from .significance import ComparisonSettings, compare_records
 
 
-def _cell(record: dict[str, Any] | None, first: dict[str, Any] | None) -> str:
+def _cell(record: dict[str, Any] | None, first: dict[str, Any] | None, settings: ComparisonSettings) -> str:
     if record is None:
         return "-"
     speedup = record["speedup"]
@@ -21,10 +21,10 @@ def _cell(record: dict[str, Any] | None, first: dict[str, Any] | None) -> str:
         headline = accuracy["checks"][0]
         measured += f", {headline['metric']} {headline['value']:.3g}"
     measured += f", {record['verdict']['status']}"
-    change = compare_records(first, record) if first is not None and first is not record else None
+    change = compare_records(first, record, settings) if first is not None and first is not record else None
     if change:
         marker = "**" if change.significant else ""
-        measured += f"; {marker}{change.relative:+.1%}{marker} (p={change.p_value:.2g})"
+        measured += f"; {marker}{change.relative:+.1%}{marker} (margin +-{change.margin:.0%})"
     return measured
 
 
@@ -42,9 +42,10 @@ def environment_warning(runs: Sequence[Run]) -> str | None:
 def crossrun_markdown(runs: Sequence[Run]) -> str:
     """One row per case, one column per run; later runs show their change vs the first and its p-value."""
     case_ids = sorted({case for run in runs for case in run.records})
+    settings = ComparisonSettings(cases=len(case_ids))
     headers = ["case", *(f"run {index + 1}" for index in range(len(runs)))]
     rows = [
-        [case_label(case), *(_cell(run.records.get(case), runs[0].records.get(case)) for run in runs)]
+        [case_label(case), *(_cell(run.records.get(case), runs[0].records.get(case), settings) for run in runs)]
         for case in case_ids
     ]
     lines = ["# optbench: speedup across runs", ""]
@@ -55,7 +56,8 @@ def crossrun_markdown(runs: Sequence[Run]) -> str:
     lines += [
         "",
         "Each cell: speedup [95% CI], headline accuracy figure, verdict; from run 2 on, the change vs run 1 and "
-        "the two-sided Mann-Whitney p-value of the per-round speedups (**bold** = significant at 5%).",
+        "its margin: the gate's own test (optbench.regression), both runs' intervals plus the prior between-run "
+        "spread, at a 2% false-alarm budget over the cases (**bold** = beyond the margin and over 5%).",
         "",
         markdown_table(rows, headers),
     ]

@@ -1,49 +1,71 @@
-"""The verdict: a case's speedup and accuracy held against its floor and its baseline."""
+"""The verdict: a case's speed against its history and its floor, its accuracy against its limits.
+
+Speed: with history on this environment, the regression test of
+`optbench.regression` decides (pass, regression, inconclusive). A declared
+floor is a promise only on the hardware classes the case names
+(`Case.floor_applies_on`) and only where the case has history: there, a whole
+interval below it fails. Elsewhere, and on a machine the suite has not seen,
+speed below the floor is reported as "does not pay here", not as a failure.
+Accuracy failures, a nondeterministic reference, new graph breaks and eager
+measured as compiled fail everywhere.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from .accuracy import Accuracy, Check
+from .baselines import Baseline
+from .regression import Decision, decide
 from .stats import Interval
 
 
 @dataclass(frozen=True)
-class Threshold:
+class GateSettings:
+    false_alarm_rate: float
+    """Share of runs of unchanged code allowed to fail on speed, split over the gated cases."""
+    min_effect: float
+    """A slowdown smaller than this is never a regression, however significant."""
+    confirmations: int
+    accuracy_drift: float
+    gated_cases: int = 1
+    pooled_variance: float = 0.0
+
+
+@dataclass(frozen=True)
+class Floor:
     value: float
-    source: str
-
-
-def speed_threshold(floor: float, baseline: dict[str, Any] | None, tolerance: float) -> Threshold:
-    """max(declared floor, baseline speedup x (1 - tolerance)), with where it came from."""
-    if baseline is None:
-        return Threshold(floor, f"declared floor {floor:.2f}x, no baseline")
-    from_baseline = baseline["speedup"] * (1 - tolerance)
-    if from_baseline >= floor:
-        return Threshold(
-            from_baseline,
-            f"baseline {baseline['speedup']:.2f}x ({baseline.get('recorded', 'undated')})"
-            f" less {tolerance:.0%} tolerance",
-        )
-    return Threshold(
-        floor, f"declared floor {floor:.2f}x, above baseline {baseline['speedup']:.2f}x less {tolerance:.0%}"
-    )
+    applies_here: bool
+    """The case declares its floor a promise on this device's hardware class."""
+    where: str = ""
+    """The classes it applies to, for messages."""
 
 
 @dataclass
 class Verdict:
     failures: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    inconclusive: list[str] = field(default_factory=list)
+    """Why the measurement cannot back a pass; fails only with failures."""
+    decision: Decision | None = None
+    does_not_pay: bool = False
 
     @property
     def status(self) -> str:
-        return "fail" if self.failures else "pass"
+        if self.failures:
+            return "fail"
+        return "inconclusive" if self.inconclusive else "pass"
+
+    @property
+    def wants_confirmation(self) -> bool:
+        return self.decision is not None and self.decision.outcome != "pass"
 
 
-def _accuracy_drift(accuracy: Accuracy, baseline: dict[str, Any] | None, drift: float) -> str | None:
+def _accuracy_drift(accuracy: Accuracy, baseline: Baseline | None, drift: float) -> str | None:
     """A headline figure that moved more than `drift` of its baseline headroom toward the limit."""
-    recorded = (baseline or {}).get("accuracy")
+    recorded = baseline.accuracy if baseline else None
     check = accuracy.headline
     if not recorded or recorded.get("metric") != check.metric:
         return None
@@ -64,18 +86,61 @@ def _accuracy_drift(accuracy: Accuracy, baseline: dict[str, Any] | None, drift: 
     )
 
 
-def judge(
-    speedup: Interval | None,
-    accuracy: Accuracy,
-    threshold: Threshold,
+def _speed(
+    verdict: Verdict,
+    measurements: Sequence[Interval],
+    floor: Floor,
     ceiling: float | None,
-    baseline: dict[str, Any] | None,
-    tolerance: float,
-    accuracy_drift: float,
+    baseline: Baseline | None,
+    settings: GateSettings,
+) -> None:
+    latest = measurements[-1]
+    if baseline is None:
+        verdict.notes.append("no history on this machine: speed reported, not gated")
+    else:
+        decision = decide(
+            measurements,
+            baseline,
+            settings.pooled_variance,
+            settings.false_alarm_rate,
+            settings.gated_cases,
+            settings.min_effect,
+            settings.confirmations,
+        )
+        verdict.decision = decision
+        if decision.outcome == "regression":
+            verdict.failures.append(f"speed: regression, {decision.text()}")
+        elif decision.outcome == "inconclusive":
+            verdict.inconclusive.append(f"speed: suspicious but not significant, {decision.text()}")
+        elif decision.slowdown < -max(settings.min_effect, decision.margin):
+            verdict.notes.append(f"faster than its history by {-decision.slowdown:.0%}")
+    if latest.high < floor.value:
+        if floor.applies_here and baseline is not None:
+            verdict.failures.append(
+                f"speed: measured {latest.text()} lies entirely below the floor {floor.value:.2f}x, "
+                f"which this optimization must reach on {floor.where}"
+            )
+        else:
+            verdict.does_not_pay = True
+            verdict.notes.append(f"does not pay here: {latest.text()} below its floor {floor.value:.2f}x")
+    if ceiling is not None and latest.low > ceiling:
+        verdict.failures.append(
+            f"speed: measured {latest.text()} lies entirely above the expected ceiling {ceiling:.2f}x "
+            "(this optimization is expected not to pay here)"
+        )
+
+
+def judge(
+    measurements: Sequence[Interval],
+    accuracy: Accuracy,
+    floor: Floor,
+    ceiling: float | None,
+    baseline: Baseline | None,
+    settings: GateSettings,
     graph_breaks: int | None = None,
     unrepeatable_reference: Check | None = None,
 ) -> Verdict:
-    """Speed fails only when the whole interval is past the threshold, so noise alone never fails a case."""
+    """Accuracy and compile checks everywhere; speed as the module docstring says. No measurements: untimed."""
     verdict = Verdict()
     if unrepeatable_reference is not None:
         verdict.failures.append(
@@ -84,27 +149,27 @@ def judge(
         )
     else:
         verdict.failures.extend(f"accuracy: {check.text()}" for check in accuracy.failures)
-        drifted = _accuracy_drift(accuracy, baseline, accuracy_drift) if accuracy.passed else None
+        drifted = _accuracy_drift(accuracy, baseline, settings.accuracy_drift) if accuracy.passed else None
         if drifted:
             verdict.failures.append(drifted)
-    recorded_breaks = (baseline or {}).get("graph_breaks")
+    recorded_breaks = baseline.graph_breaks if baseline else None
     if graph_breaks is not None and recorded_breaks is not None and graph_breaks > recorded_breaks:
         verdict.failures.append(f"compile: {graph_breaks} graph breaks, baseline had {recorded_breaks}")
-    if speedup is None:
+    if not measurements:
         verdict.notes.append("timing disabled: accuracy checked, speed not gated")
         return verdict
-    if speedup.high < threshold.value:
-        verdict.failures.append(
-            f"speed: measured {speedup.text()} lies entirely below the threshold "
-            f"{threshold.value:.2f}x ({threshold.source})"
-        )
-    if ceiling is not None and speedup.low > ceiling:
-        verdict.failures.append(
-            f"speed: measured {speedup.text()} lies entirely above the expected ceiling {ceiling:.2f}x "
-            "(this optimization is expected not to pay here)"
-        )
-    if baseline is None:
-        verdict.notes.append("no baseline")
-    elif speedup.low > baseline["speedup"] * (1 + tolerance):
-        verdict.notes.append(f"faster than baseline by over {tolerance:.0%}; consider --update-baselines")
+    _speed(verdict, measurements, floor, ceiling, baseline, settings)
     return verdict
+
+
+def baseline_summary(baseline: Baseline | None) -> dict[str, Any] | None:
+    """What a record says about the history it was judged against."""
+    if baseline is None:
+        return None
+    return {
+        "recordings": len(baseline.recordings),
+        "latest": baseline.latest.speedup,
+        "recorded": baseline.latest.recorded,
+        "accuracy": baseline.accuracy,
+        "graph_breaks": baseline.graph_breaks,
+    }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
@@ -72,3 +73,37 @@ class Requires:
         if self.dtype is not None:
             return dtype_unsupported_reason(self.dtype, device)
         return None
+
+
+def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> frozenset[str]:
+    """The first CPU's feature flags (e.g. amx_tile, avx512_bf16); empty where /proc/cpuinfo is missing."""
+    try:
+        text = cpuinfo.read_text()
+    except OSError:
+        return frozenset()
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "flags":
+            return frozenset(value.split())
+    return frozenset()
+
+
+@dataclass(frozen=True)
+class HardwareClass:
+    """A class of machines where an optimization is expected to pay: a CUDA generation or a CPU feature."""
+
+    name: str
+    min_capability: tuple[int, int] | None = None
+    cpu_flag: str | None = None
+
+    def includes(self, device: torch.device) -> bool:
+        if self.min_capability is not None:
+            return device.type == "cuda" and cuda_capability(device) >= self.min_capability
+        if self.cpu_flag is not None:
+            return device.type == "cpu" and self.cpu_flag in cpu_flags()
+        return False
+
+
+VOLTA = HardwareClass("CUDA capability >= 7.0 (tensor cores)", min_capability=(7, 0))
+AMPERE = HardwareClass("CUDA capability >= 8.0 (bf16 and TF32 tensor cores)", min_capability=(8, 0))
+AMX = HardwareClass("a CPU with AMX", cpu_flag="amx_tile")

@@ -1,21 +1,38 @@
-"""Timing a reference and an optimized callable: warm-up until settled, then paired interleaved rounds."""
+"""Timing a reference and an optimized callable in the steady state: blocks of calls in ABBA order.
+
+A round is a block of back-to-back calls of one variant beside a block of the
+other. A call that follows the other variant's call finds the caches full of
+the other model's weights and buffers; users run one model in a loop, so each
+block starts with one untimed call (its primer) and then times `calls` calls
+as one interval. The block length rule:
+
+    calls = max(MIN_BLOCK_CALLS, ceil(profile.block_target_s / t_call)),
+
+t_call being the faster variant's time per call after its first calls: long
+enough for the host clock to resolve (a block lasts at least block_target_s)
+and for the interval to keep its coverage under autocorrelated timings (see
+tests/test_interval_coverage.py for why at least MIN_BLOCK_CALLS). A Case
+with `cold_cache=True` is the exception: single calls, each after a buffer
+the size of the last-level cache was written (outside the timed interval).
+"""
 
 from __future__ import annotations
 
-import gc
 import itertools
 import math
 import statistics
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, nullcontext
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .clock import DeviceClock
+from .cache_flush import CacheFlush
+from .clock import BlockTime, DeviceClock
 from .compilation import CompileActivity, watch_compilation
 from .profiles import Profile
 from .stats import rounds_for_precision
+
+MIN_BLOCK_CALLS = 4
 
 
 @dataclass
@@ -27,16 +44,48 @@ class FirstCalls:
 
 
 def first_calls(reference: Callable[[], Any], optimized: Callable[[], Any], clock: DeviceClock) -> FirstCalls:
-    reference_s, _ = clock.time(reference)
+    reference_s = clock.time(reference)
     with watch_compilation() as activity:
-        optimized_s, _ = clock.time(optimized)
+        optimized_s = clock.time(optimized)
     return FirstCalls(reference_s, optimized_s, activity)
+
+
+class Blocks:
+    """Runs one variant's block as every timed round does: primer (or cache flush), then `calls` timed calls."""
+
+    def __init__(self, clock: DeviceClock, calls: int, flush: CacheFlush | None = None) -> None:
+        self.clock = clock
+        self.calls = calls
+        self.flush = flush
+
+    def prime(self, fn: Callable[[], Any]) -> None:
+        """Untimed: one call of the variant about to be timed (steady state), or the caches emptied (cold)."""
+        if self.flush is not None:
+            self.flush()
+            self.clock.sync()
+        else:
+            fn()
+
+    def time(self, fn: Callable[[], Any]) -> BlockTime:
+        self.prime(fn)
+        return self.clock.time_block(fn, self.calls)
+
+
+def block_calls(call_s: float, profile: Profile, cold_cache: bool) -> int:
+    """Calls per block (module docstring): 1 for cold-cache cases."""
+    if cold_cache:
+        return 1
+    if call_s <= 0:
+        return MIN_BLOCK_CALLS
+    return max(MIN_BLOCK_CALLS, math.ceil(profile.block_target_s / call_s))
 
 
 @dataclass
 class WarmUp:
     first: FirstCalls
-    calls: int
+    block_calls: int
+    pairs: int
+    """Warm-up rounds (pairs of blocks) run after the first calls."""
     settled: bool
     pilot_reference: list[float]
     pilot_optimized: list[float]
@@ -44,13 +93,14 @@ class WarmUp:
     @classmethod
     def skipped(cls, first: FirstCalls) -> WarmUp:
         """No warm-up: an untimed run (accuracy lane) needs only the first calls."""
-        return cls(first=first, calls=0, settled=False, pilot_reference=[], pilot_optimized=[])
+        return cls(first=first, block_calls=0, pairs=0, settled=False, pilot_reference=[], pilot_optimized=[])
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "reference_first_s": self.first.reference_s,
             "optimized_first_s": self.first.optimized_s,
-            "calls": self.calls,
+            "block_calls": self.block_calls,
+            "pairs": self.pairs,
             "settled": self.settled,
         }
 
@@ -63,36 +113,48 @@ def _settled(times: list[float], window: int, tolerance: float) -> bool:
     return abs(recent / before - 1) <= tolerance
 
 
+def _abba(rounds: int | None = None) -> itertools.cycle | itertools.islice:
+    """Whether the reference goes first, round by round: True, False, True, False, ..."""
+    order = itertools.cycle([True, False])
+    return order if rounds is None else itertools.islice(order, rounds)
+
+
 def warm_up(
     reference: Callable[[], Any],
     optimized: Callable[[], Any],
     clock: DeviceClock,
     profile: Profile,
     first: FirstCalls,
+    flush: CacheFlush | None = None,
 ) -> WarmUp:
-    """Calls both variants alternately, after their first calls, until the medians of their last two windows agree.
+    """Chooses the block length, then runs ABBA block rounds until both variants' last two windows agree.
 
     A fixed handful of calls is not enough: oneDNN and cuDNN pick and cache
-    kernels over the first calls, and allocators grow their pools.
+    kernels over the first calls, and allocators grow their pools. The last
+    two windows of rounds are the pilot the round planner learns the spread from.
     """
+    probe = min(clock.time_block(reference, 2).host_s, clock.time_block(optimized, 2).host_s)
+    blocks = Blocks(clock, block_calls(probe, profile, cold_cache=flush is not None), flush)
     window = profile.warmup_window
     reference_times: list[float] = []
     optimized_times: list[float] = []
     deadline = time.monotonic() + profile.warmup_budget_s
-    for call in itertools.count():
-        first_time, _ = clock.time(reference if call % 2 == 0 else optimized)
-        second_time, _ = clock.time(optimized if call % 2 == 0 else reference)
-        reference_times.append(first_time if call % 2 == 0 else second_time)
-        optimized_times.append(second_time if call % 2 == 0 else first_time)
+    settled = False
+    for reference_first in _abba():
+        if reference_first:
+            reference_times.append(blocks.time(reference).host_s)
+        optimized_times.append(blocks.time(optimized).host_s)
+        if not reference_first:
+            reference_times.append(blocks.time(reference).host_s)
         settled = _settled(reference_times, window, profile.settle_tolerance) and _settled(
             optimized_times, window, profile.settle_tolerance
         )
-        out_of_time = time.monotonic() > deadline and call + 1 >= window
-        if settled or out_of_time:
+        if settled or (time.monotonic() > deadline and len(reference_times) >= window):
             break
     return WarmUp(
         first=first,
-        calls=len(reference_times),
+        block_calls=blocks.calls,
+        pairs=len(reference_times),
         settled=settled,
         pilot_reference=reference_times[-2 * window :],
         pilot_optimized=optimized_times[-2 * window :],
@@ -113,57 +175,80 @@ class RoundPlan:
         return {"rounds": self.rounds, "needed_for_target": self.needed, "affordable_in_budget": self.affordable}
 
 
-def plan_rounds(pilot_reference: list[float], pilot_optimized: list[float], profile: Profile) -> RoundPlan:
-    """Enough paired rounds for the target interval width, within the case's time budget."""
-    needed = rounds_for_precision(pilot_reference, pilot_optimized, profile.ci_half_width)
-    per_round = statistics.median(pilot_reference) + statistics.median(pilot_optimized)
+def plan_rounds(warmup: WarmUp, profile: Profile) -> RoundPlan:
+    """Enough block rounds for the target interval width, learnt from the pilot rounds, within the time budget."""
+    needed = rounds_for_precision(warmup.pilot_reference, warmup.pilot_optimized, profile.ci_half_width)
+    # Each block runs one untimed primer call besides its timed calls.
+    per_round = (statistics.median(warmup.pilot_reference) + statistics.median(warmup.pilot_optimized)) * (
+        warmup.block_calls + 1
+    )
     affordable = max(1, math.floor(profile.case_budget_s / per_round)) if per_round > 0 else profile.max_rounds
     rounds = min(max(needed, profile.min_rounds), max(affordable, profile.min_rounds), profile.max_rounds)
     rounds += rounds % 2  # whole ABBA pairs, so each order occurs equally often
     return RoundPlan(rounds=rounds, needed=needed, affordable=affordable)
 
 
-def paired_rounds(
-    benchmark: Any, reference: Callable[[], Any], optimized: Callable[[], Any], clock: DeviceClock, rounds: int
-) -> tuple[list[float], list[float]]:
-    """Times `rounds` pairs in ABBA order; the optimized calls go through pytest-benchmark.
+@dataclass(frozen=True)
+class Rounds:
+    """The timed rounds: time per call of each block, paired by index."""
 
-    pytest-benchmark's setup hook times the reference before the optimized
-    call on even rounds and its teardown hook after it on odd rounds, so both
-    variants see the same drift of the machine and the same order effects.
+    block_calls: int
+    reference_s: list[float]
+    optimized_s: list[float]
+    reference_device_s: list[float] | None = None
+    """Per call by CUDA events, on a GPU; None elsewhere."""
+    optimized_device_s: list[float] | None = None
+
+
+def paired_rounds(
+    benchmark: Any, reference: Callable[[], Any], optimized: Callable[[], Any], blocks: Blocks, rounds: int
+) -> Rounds:
+    """Times `rounds` pairs of blocks in ABBA order; the optimized blocks go through pytest-benchmark.
+
+    pytest-benchmark's setup hook times the reference block before the
+    optimized one on even rounds and its teardown hook after it on odd rounds,
+    so both variants see the same drift of the machine and the same order
+    effects. pytest-benchmark forbids `iterations > 1` together with a setup
+    hook, so its target is the whole block and its times are divided by the
+    block's calls afterwards: its stats, JSON and --benchmark-compare then
+    mean time per call, as they do for its own `iterations`.
     """
-    reference_times: list[float] = []
-    reference_goes_first = itertools.cycle([True, False])
-    order = {"reference_first": True}
-    # Mirror --benchmark-disable-gc, which pytest-benchmark applies to the optimized calls only.
-    gc_paused = _gc_disabled if getattr(benchmark, "_disable_gc", False) else nullcontext
+    clock = blocks.clock
+    reference_blocks: list[BlockTime] = []
+    order = _abba()
+    reference_first = [True]
 
     def time_reference() -> None:
-        with gc_paused():
-            duration, _ = clock.time(reference)
-        reference_times.append(duration)
+        reference_blocks.append(blocks.time(reference))
 
     def setup() -> None:
-        order["reference_first"] = next(reference_goes_first)
-        if order["reference_first"]:
+        reference_first[0] = next(order)
+        if reference_first[0]:
             time_reference()
-        else:
-            clock.sync()
+        blocks.prime(optimized)
+        clock.sync()
 
     def teardown(*_: Any, **__: Any) -> None:
-        if not order["reference_first"]:
+        if not reference_first[0]:
             time_reference()
 
-    benchmark.pedantic(clock.synchronized(optimized), setup=setup, teardown=teardown, rounds=rounds, warmup_rounds=0)
-    return reference_times, list(benchmark.stats.stats.data)
+    clock.device_times.clear()
+    benchmark.pedantic(
+        clock.block(optimized, blocks.calls), setup=setup, teardown=teardown, rounds=rounds, warmup_rounds=0
+    )
+    optimized_s = _per_call(benchmark, blocks.calls)
+    return Rounds(
+        block_calls=blocks.calls,
+        reference_s=[block.host_s for block in reference_blocks],
+        optimized_s=optimized_s,
+        reference_device_s=[b.device_s for b in reference_blocks] if clock.has_events else None,
+        optimized_device_s=list(clock.device_times) if clock.has_events else None,
+    )
 
 
-@contextmanager
-def _gc_disabled() -> Iterator[None]:
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
+def _per_call(benchmark: Any, calls: int) -> list[float]:
+    """pytest-benchmark's block times divided by the block's calls, in its own stats (see paired_rounds)."""
+    metadata = benchmark.stats
+    metadata.stats.data[:] = [duration / calls for duration in metadata.stats.data]
+    metadata.iterations = calls
+    return list(metadata.stats.data)

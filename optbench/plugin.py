@@ -6,6 +6,8 @@ import argparse
 import json
 import os
 import re
+from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -13,12 +15,16 @@ import pytest
 import torch
 
 from .baselines import BaselineError, BaselineStore
+from .confirmation import confirm_in_fresh_process, current_commit
 from .environment import environment_key, fingerprint
+from .gate import GateSettings
 from .profiles import PROFILES, Profile
 from .recommendation import recommendation_markdown
 from .record import RECORD_KEY
+from .regression import pooled_variance
 from .report import changes_table, summary
 from .runner import CaseRunner, RunSettings
+from .significance import ComparisonSettings
 from .workers import threads_per_worker, worker_device, xdist_worker
 
 _SESSION = pytest.StashKey["OptbenchSession"]()
@@ -32,6 +38,19 @@ def _fraction(text: str) -> float:
     if not 0 <= value < 1:
         raise argparse.ArgumentTypeError(f"{text!r} must be a fraction in [0, 1), e.g. 0.1 for 10%")
     return value
+
+
+def _positive_fraction(text: str) -> float:
+    value = _fraction(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be above 0, e.g. 0.02 for one run in 50")
+    return value
+
+
+def _count(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 0")
+    return int(text)
 
 
 def _positive(text: str) -> float:
@@ -65,11 +84,33 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "this environment (merged into baselines/<environment key>.json; other entries kept).",
     )
     group.addoption(
-        "--speedup-tolerance",
-        type=_fraction,
-        default=0.10,
-        help="fail a case when its whole speedup interval is below baseline x (1 - this). Default 0.10.",
+        "--false-alarm-rate",
+        type=_positive_fraction,
+        default=0.02,
+        help="share of runs of unchanged code allowed to fail on speed, split over the cases with history "
+        "(optbench.regression). Default 0.02: one run in 50.",
     )
+    group.addoption(
+        "--min-effect",
+        type=_fraction,
+        default=0.05,
+        help="a slowdown smaller than this is never a regression, however significant. Default 0.05.",
+    )
+    group.addoption(
+        "--confirm",
+        type=_count,
+        default=2,
+        help="measure a case that came out regression or inconclusive again in a fresh process, up to this "
+        "many times; the verdict uses every measurement. Default 2; 0 turns confirmation off.",
+    )
+    group.addoption(
+        "--plant-slowdown",
+        type=_fraction,
+        default=0.0,
+        help="calibration only: make every timed call of each optimized variant this much slower (0.1 = 10%%), "
+        "to measure what the gate catches. Default 0.",
+    )
+    group.addoption("--optbench-confirming", action="store_true", help=argparse.SUPPRESS)
     group.addoption(
         "--accuracy-drift",
         type=_fraction,
@@ -90,6 +131,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="most seconds of timed rounds per case (profile default: 8 smoke, 60 standard).",
     )
     group.addoption(
+        "--block-target",
+        type=_positive,
+        default=None,
+        help="least seconds a block of back-to-back calls lasts (profile default: 0.05).",
+    )
+    group.addoption(
         "--case-timeout",
         type=_positive,
         default=None,
@@ -107,6 +154,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         help="with pytest-xdist on a multi-GPU machine (-n <GPUs>): pin worker gwN to cuda:N and keep timing "
         "on, since workers no longer share a device. Without it, xdist runs are an accuracy lane, untimed.",
+    )
+    group.addoption(
+        "--agree",
+        action="store_true",
+        help="after each case's timed rounds, time it again with torch.utils.benchmark.Timer (ABBA blocks of "
+        "blocked_autorange) and record the ratios; `python -m optbench agree` tabulates them.",
     )
     group.addoption(
         "--baselines-dir",
@@ -150,6 +203,7 @@ class OptbenchSession:
             ci_half_width=config.getoption("ci_target"),
             case_budget_s=config.getoption("case_budget"),
             case_timeout_s=config.getoption("case_timeout"),
+            block_target_s=config.getoption("block_target"),
         )
         self.results_dir = Path(config.getoption("results_dir"))
         self.records: list[dict[str, Any]] = []
@@ -185,15 +239,24 @@ class OptbenchSession:
         """Built on first need, so runs without benchmarks never read baselines."""
         if self._settings is None:
             directory = self.config.getoption("baselines_dir") or Path(self.config.rootpath, "baselines")
+            baselines = BaselineStore(Path(directory), environment_key(self.device, self.threads))
             self._settings = RunSettings(
                 device=self.device,
                 profile=self.profile,
-                speedup_tolerance=self.config.getoption("speedup_tolerance"),
-                accuracy_drift=self.config.getoption("accuracy_drift"),
+                gate=GateSettings(
+                    false_alarm_rate=self.config.getoption("false_alarm_rate"),
+                    min_effect=self.config.getoption("min_effect"),
+                    confirmations=self.config.getoption("confirm"),
+                    accuracy_drift=self.config.getoption("accuracy_drift"),
+                    pooled_variance=pooled_variance(baselines.histories().values()),
+                ),
                 update_baselines=self.config.getoption("update_baselines"),
-                baselines=BaselineStore(Path(directory), environment_key(self.device, self.threads)),
+                baselines=baselines,
                 environment=fingerprint(self.device, self.threads),
                 compile_fallback=self.config.getoption("compile_fallback"),
+                agree=self.config.getoption("agree"),
+                plant_slowdown=self.config.getoption("plant_slowdown"),
+                commit=current_commit(self.config.rootpath),
             )
         return self._settings
 
@@ -236,7 +299,11 @@ class OptbenchSession:
         saved_runs = benchmark_session.compared_mapping if benchmark_session else None
         for path, saved_benchmarks in (saved_runs or {}).items():
             terminalreporter.write_sep("-", f"optbench: change of each speedup vs {path}")
-            terminalreporter.write_line(changes_table(self.records, saved_benchmarks))
+            settings = self.settings().gate
+            comparison = ComparisonSettings(
+                settings.pooled_variance, settings.false_alarm_rate, settings.min_effect, len(self.records)
+            )
+            terminalreporter.write_line(changes_table(self.records, saved_benchmarks, comparison))
 
     @pytest.hookimpl
     def pytest_sessionfinish(self) -> None:
@@ -265,6 +332,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         baselines = session.settings().baselines
     except BaselineError as error:
         raise pytest.UsageError(str(error)) from None
+    gated = sum(baselines.get(f"{session.profile.name}:{item.nodeid}") is not None for item in cases)
+    settings = session.settings()
+    session._settings = replace(settings, gate=replace(settings.gate, gated_cases=max(1, gated)))
     stale = baselines.unknown_cases(session.profile.name, {item.nodeid for item in cases})
     if stale:
         config.issue_config_time_warning(
@@ -293,12 +363,14 @@ def optbench(request: pytest.FixtureRequest, benchmark: Any) -> CaseRunner:
     """Runs a `Case` through warm-up, paired timing, accuracy and the gate: `optbench.run(case)`."""
     session = request.config.stash[_SESSION]
     technique = request.module.__name__.rsplit(".", 1)[-1].removeprefix("test_")
+    confirming = request.config.getoption("optbench_confirming")
     return CaseRunner(
         session.settings(),
         benchmark,
         case_id=f"{session.profile.name}:{request.node.nodeid}",
         technique=technique,
         publish=lambda record: request.node.user_properties.append((RECORD_KEY, record)),
+        confirm=None if confirming else partial(confirm_in_fresh_process, request.config, request.node.nodeid),
     )
 
 

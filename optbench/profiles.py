@@ -21,7 +21,10 @@ class Profile:
     case_timeout_s: float
     """A case still running after this long fails, naming the phase it was in."""
     warmup_window: int = 5
+    """Rounds per window of the warm-up's settle test; the last two windows are the round planner's pilot."""
     settle_tolerance: float = 0.05
+    block_target_s: float = 0.05
+    """A block of back-to-back calls lasts at least this long (see measurement.block_calls)."""
 
     def with_overrides(self, **overrides: float | None) -> Profile:
         """This profile with the given fields replaced, ignoring those passed as None."""
@@ -34,7 +37,7 @@ PROFILES: dict[str, Profile] = {
         ci_half_width=0.03,
         case_budget_s=8.0,
         warmup_budget_s=6.0,
-        min_rounds=20,
+        min_rounds=24,
         max_rounds=400,
         case_timeout_s=300.0,
     ),
@@ -43,7 +46,7 @@ PROFILES: dict[str, Profile] = {
         ci_half_width=0.02,
         case_budget_s=60.0,
         warmup_budget_s=30.0,
-        min_rounds=20,
+        min_rounds=24,
         max_rounds=2000,
         case_timeout_s=1800.0,
     ),

@@ -43,6 +43,8 @@ def recommendation_text(record: Record) -> str:
         return "not timed"
     if speedup["low"] > 1.0:
         return "yes"
+    if (record.get("gate") or {}).get("does_not_pay"):
+        return "no: does not pay here (below its floor)"
     if speedup["high"] < 1.0:
         return "no: slower"
     return "no: no gain beyond the interval"

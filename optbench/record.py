@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import datetime
 import statistics
 from typing import Any
 
-import torch
-
 from .accuracy import Accuracy
 from .compilation import CompileActivity
-from .gate import Threshold, Verdict
-from .measurement import RoundPlan, WarmUp
+from .gate import Verdict
+from .gpu_clocks import GpuState
+from .measurement import RoundPlan, Rounds, WarmUp
 from .stats import Interval
 
 RECORD_KEY = "optbench"
@@ -19,6 +17,27 @@ RECORD_KEY = "optbench"
 
 def _timing_summary(times: list[float]) -> dict[str, Any]:
     return {"median": statistics.median(times), "min": min(times), "max": max(times), "data": times}
+
+
+def _timing(plan: RoundPlan | None, rounds: Rounds | None, cold_cache: bool) -> dict[str, Any] | None:
+    if rounds is None:
+        return None
+    device = (
+        {
+            "reference_device_s": _timing_summary(rounds.reference_device_s),
+            "optimized_device_s": _timing_summary(rounds.optimized_device_s),
+        }
+        if rounds.reference_device_s and rounds.optimized_device_s
+        else {}
+    )
+    return {
+        "plan": plan.as_dict() if plan else None,
+        "block_calls": rounds.block_calls,
+        "cold_cache": cold_cache,
+        "reference_s": _timing_summary(rounds.reference_s),
+        "optimized_s": _timing_summary(rounds.optimized_s),
+        **device,
+    }
 
 
 def build_record(
@@ -32,32 +51,26 @@ def build_record(
     device: str,
     warmup: WarmUp,
     plan: RoundPlan | None,
-    reference_times: list[float] | None,
-    optimized_times: list[float] | None,
+    rounds: Rounds | None,
+    cold_cache: bool,
     speedup: Interval | None,
     accuracy: Accuracy,
     reference_deterministic: bool,
     memory: tuple[int | None, int | None],
-    threshold: Threshold,
     floor: float,
     ceiling: float | None,
-    tolerance: float,
     baseline: dict[str, Any] | None,
     verdict: Verdict,
+    confirmations: list[dict[str, float] | None],
     details: dict[str, Any] | None = None,
     phases_s: dict[str, float] | None = None,
+    gpu: tuple[GpuState | None, GpuState | None] = (None, None),
+    independent_ratios: list[float] | None = None,
 ) -> dict[str, Any]:
-    timed = reference_times is not None and optimized_times is not None
     return {
         **_identity(case_id, technique, names, profile, environment_key, device),
         "workload": workload,
-        "timing": {
-            "plan": plan.as_dict() if plan else None,
-            "reference_s": _timing_summary(reference_times),
-            "optimized_s": _timing_summary(optimized_times),
-        }
-        if timed
-        else None,
+        "timing": _timing(plan, rounds, cold_cache),
         "speedup": speedup.as_dict() if speedup else None,
         "warmup": warmup.as_dict(),
         "compile": _compile_summary(warmup.first.compile, warmup.first.optimized_s),
@@ -68,16 +81,23 @@ def build_record(
             "checks": [check.as_dict() for check in accuracy.checks],
         },
         "gate": {
-            "threshold": threshold.value,
-            "source": threshold.source,
             "floor": floor,
             "ceiling": ceiling,
-            "tolerance": tolerance,
             "baseline": baseline,
+            "decision": verdict.decision.as_dict() if verdict.decision else None,
+            "does_not_pay": verdict.does_not_pay,
+            "confirmations": confirmations,
         },
-        "verdict": {"status": verdict.status, "failures": verdict.failures, "notes": verdict.notes},
+        "verdict": {
+            "status": verdict.status,
+            "failures": verdict.failures,
+            "inconclusive": verdict.inconclusive,
+            "notes": verdict.notes,
+        },
         "details": details,
         "phases_s": phases_s,
+        "gpu": {"start": gpu[0].as_dict(), "end": gpu[1].as_dict()} if gpu[0] and gpu[1] else None,
+        "independent_ratios": independent_ratios,
     }
 
 
@@ -106,7 +126,7 @@ def fault_record(
         "memory": None,
         "compile": None,
         "gate": None,
-        "verdict": {"status": "fail", "failures": [cause], "notes": []},
+        "verdict": {"status": "fail", "failures": [cause], "inconclusive": [], "notes": []},
         "details": None,
     }
 
@@ -115,19 +135,3 @@ def _compile_summary(activity: CompileActivity, first_call_s: float) -> dict[str
     if not activity.compiled:
         return None
     return {"first_call_s": first_call_s, **activity.as_dict()}
-
-
-def baseline_entry(record: dict[str, Any]) -> dict[str, Any]:
-    """What a record contributes to the baselines file."""
-    speedup = record["speedup"]
-    compiled = record["compile"]
-    return {
-        "speedup": speedup["point"],
-        "interval": [speedup["low"], speedup["high"]],
-        "rounds": record["timing"]["plan"]["rounds"],
-        "accuracy": record["accuracy"]["checks"][0],
-        "graph_breaks": compiled["graph_breaks"] if compiled else None,
-        "torch": torch.__version__,
-        "cuda": torch.version.cuda if record["device"].startswith("cuda") else None,
-        "recorded": datetime.date.today().isoformat(),
-    }

@@ -6,15 +6,15 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from .record import RECORD_KEY
-from .significance import compare_records
+from .significance import ComparisonSettings, compare_records
 
 HEADERS = (
     "case",
     "reference",
     "optimized",
     "speedup [95% CI]",
-    "baseline",
-    "threshold",
+    "history",
+    "min detectable",
     "accuracy",
     "peak mem ref/opt",
     "compile",
@@ -56,17 +56,25 @@ def _accuracy_text(accuracy: dict[str, Any] | None) -> str:
     return f"{headline['metric']} {headline['value']:.3g} ({sign}{headline['limit']:.3g}){mark}"
 
 
+def _history_text(decision: dict[str, Any] | None, gate: dict[str, Any] | None) -> str:
+    if decision:
+        return f"{decision['center']:.2f}x ({decision['history']} runs), now {decision['slowdown']:+.1%} slower"
+    return "no history" if gate else "-"
+
+
 def _verdict_text(verdict: dict[str, Any]) -> str:
     if verdict["failures"]:
         return "FAIL: " + "; ".join(verdict["failures"])
-    return "pass" + (f" ({'; '.join(verdict['notes'])})" if verdict["notes"] else "")
+    reasons = [*verdict.get("inconclusive", []), *verdict["notes"]]
+    status = "inconclusive" if verdict.get("inconclusive") else "pass"
+    return status + (f" ({'; '.join(reasons)})" if reasons else "")
 
 
 def summary_row(record: dict[str, Any]) -> list[str]:
     timing = record["timing"]
     speedup = record["speedup"]
     gate = record["gate"]
-    baseline = gate["baseline"] if gate else None
+    decision = gate["decision"] if gate else None
     compiled = record["compile"]
     return [
         case_label(record["case"]),
@@ -77,8 +85,8 @@ def summary_row(record: dict[str, Any]) -> list[str]:
         if timing
         else record["variants"]["optimized"],
         f"{speedup['point']:.2f}x [{speedup['low']:.2f}, {speedup['high']:.2f}]" if speedup else "not timed",
-        f"{baseline['speedup']:.2f}x" if baseline else "no baseline",
-        f"{gate['threshold']:.2f}x" if speedup else "-",
+        _history_text(decision, gate),
+        f"{decision['minimum_detectable_slowdown']:.0%} slower" if decision else "-",
         _accuracy_text(record["accuracy"]),
         _memory_text(record["memory"]),
         f"{compiled['first_call_s']:.1f} s, {compiled['graph_breaks']} breaks" if compiled else "-",
@@ -108,15 +116,17 @@ def summary(records: Sequence[dict[str, Any]], markdown: bool = False) -> str:
     return markdown_table(rows) if markdown else text_table(rows)
 
 
-CHANGE_HEADERS = ("case", "saved run", "this run", "change", "Mann-Whitney p", "significant")
+CHANGE_HEADERS = ("case", "saved run", "this run", "change", "margin", "significant")
 
 
-def changes_table(records: Sequence[dict[str, Any]], saved_benchmarks: dict[str, dict[str, Any]]) -> str:
+def changes_table(
+    records: Sequence[dict[str, Any]], saved_benchmarks: dict[str, dict[str, Any]], settings: ComparisonSettings
+) -> str:
     """Each case's speedup now vs in a saved pytest-benchmark run (benchmarks by fullname), with significance."""
     rows = []
     for record in sorted(records, key=lambda r: r["case"]):
         saved = saved_benchmarks.get(record["case"].split(":", 1)[1], {}).get("extra_info", {}).get(RECORD_KEY)
-        change = compare_records(saved, record) if saved else None
+        change = compare_records(saved, record, settings) if saved else None
         if change is None:
             rows.append([case_label(record["case"]), "-", "-", "not comparable (missing or untimed)", "-", "-"])
             continue
@@ -127,7 +137,7 @@ def changes_table(records: Sequence[dict[str, Any]], saved_benchmarks: dict[str,
                 f"{change.before:.2f}x",
                 f"{change.after:.2f}x",
                 f"{change.relative:+.1%}{environment}",
-                f"{change.p_value:.3g}",
+                f"+-{change.margin:.1%}",
                 "yes" if change.significant else "no",
             ]
         )

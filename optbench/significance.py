@@ -1,45 +1,37 @@
-"""Did a case's speedup change between two runs, and is the change more than noise?"""
+"""Did a case's speedup change between two runs? The gate's own test (optbench.regression.compare), both ways.
+
+The between-run spread comes from the environment's history where a run has
+one (the plugin passes the pooled variance of its baselines), else from the
+prior; the false-alarm budget is split over the cases compared.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-from scipy import stats
-
-ALPHA = 0.05
-
-
-def per_round_speedups(record: dict[str, Any]) -> np.ndarray:
-    """Each paired round's reference time over its optimized time."""
-    timing = record["timing"]
-    return np.asarray(timing["reference_s"]["data"]) / np.asarray(timing["optimized_s"]["data"])
+from .regression import PRIOR_SPREAD, Change, compare
+from .stats import Interval
 
 
 @dataclass(frozen=True)
-class Change:
-    before: float
-    after: float
-    p_value: float
-    """Two-sided Mann-Whitney U test of the per-round speedups of the two runs."""
-
-    @property
-    def relative(self) -> float:
-        return self.after / self.before - 1
-
-    @property
-    def significant(self) -> bool:
-        return self.p_value < ALPHA
-
-    def text(self) -> str:
-        verdict = "significant" if self.significant else "not significant"
-        return f"{self.before:.2f}x -> {self.after:.2f}x ({self.relative:+.1%}, p={self.p_value:.3g}, {verdict})"
+class ComparisonSettings:
+    pooled_variance: float = PRIOR_SPREAD**2
+    false_alarm_rate: float = 0.02
+    min_effect: float = 0.05
+    cases: int = 1
 
 
-def compare_records(before: dict[str, Any], after: dict[str, Any]) -> Change | None:
+def _interval(record: dict[str, Any]) -> Interval | None:
+    speedup = record.get("speedup")
+    return Interval(speedup["point"], speedup["low"], speedup["high"]) if speedup else None
+
+
+def compare_records(before: dict[str, Any], after: dict[str, Any], settings: ComparisonSettings) -> Change | None:
     """The change of one case between two runs; None when either run did not time it."""
-    if not (before.get("timing") and after.get("timing")):
+    first, second = _interval(before), _interval(after)
+    if first is None or second is None:
         return None
-    result = stats.mannwhitneyu(per_round_speedups(before), per_round_speedups(after), alternative="two-sided")
-    return Change(before["speedup"]["point"], after["speedup"]["point"], float(result.pvalue))
+    return compare(
+        first, second, settings.pooled_variance, settings.false_alarm_rate, settings.cases, settings.min_effect
+    )

@@ -4,30 +4,38 @@ import multiprocessing
 import pytest
 
 from optbench import baselines
-from optbench.baselines import BaselineError, BaselineStore, read_baseline_file
+from optbench.baselines import KEEP, BaselineError, BaselineStore, Recording, read_baseline_file
 
 KEY = "cpu-test-avx2-t2-torch2.14"
-ENTRY = {"speedup": 1.5, "interval": [1.4, 1.6], "accuracy": {"metric": "cosine", "value": 0.999}}
+ACCURACY = {"metric": "cosine", "value": 0.999}
+
+
+def recording(speedup=1.5):
+    return Recording(speedup, (speedup * 0.95, speedup * 1.05), rounds=40, recorded="2026-12-02T18:00:00+00:00")
+
+
+def record(store, case_id, speedup=1.5):
+    return store.record(case_id, recording(speedup), ACCURACY, None, {"environment_key": store.environment_key})
 
 
 def test_record_merges_and_keeps_other_entries(tmp_path):
     store = BaselineStore(tmp_path, KEY)
-    store.record("smoke:a", ENTRY, {"environment_key": KEY})
-    store.record("smoke:b", {**ENTRY, "speedup": 2.0}, {"environment_key": KEY})
+    record(store, "smoke:a")
+    record(store, "smoke:b", 2.0)
     reread = BaselineStore(tmp_path, KEY)
-    assert reread.get("smoke:a")["speedup"] == 1.5
-    assert reread.get("smoke:b")["speedup"] == 2.0
+    assert reread.get("smoke:a").latest == recording()
+    assert reread.get("smoke:b").latest.speedup == 2.0
 
 
 def test_other_environments_are_untouched(tmp_path):
-    BaselineStore(tmp_path, "cuda-h100-sm90-torch2.14").record("smoke:a", ENTRY, {})
-    BaselineStore(tmp_path, KEY).record("smoke:a", {**ENTRY, "speedup": 3.0}, {})
-    assert BaselineStore(tmp_path, "cuda-h100-sm90-torch2.14").get("smoke:a")["speedup"] == 1.5
+    record(BaselineStore(tmp_path, "cuda-h100-sm90-torch2.14"), "smoke:a")
+    record(BaselineStore(tmp_path, KEY), "smoke:a", 3.0)
+    assert BaselineStore(tmp_path, "cuda-h100-sm90-torch2.14").get("smoke:a").latest.speedup == 1.5
 
 
 def test_crash_mid_write_leaves_old_file_intact(tmp_path, monkeypatch):
     store = BaselineStore(tmp_path, KEY)
-    store.record("smoke:a", ENTRY, {})
+    record(store, "smoke:a")
     before = store.path.read_text()
 
     def dump_then_die(document, stream, **kwargs):
@@ -36,7 +44,7 @@ def test_crash_mid_write_leaves_old_file_intact(tmp_path, monkeypatch):
 
     monkeypatch.setattr(baselines.json, "dump", dump_then_die)
     with pytest.raises(KeyboardInterrupt):
-        store.record("smoke:b", ENTRY, {})
+        record(store, "smoke:b")
     assert store.path.read_text() == before
     assert [p.name for p in tmp_path.iterdir() if p.suffix == ".tmp"] == []
 
@@ -45,10 +53,12 @@ def test_crash_mid_write_leaves_old_file_intact(tmp_path, monkeypatch):
     ("content", "expected"),
     [
         ("{not json", "not valid JSON"),
-        ('{"schema": 99, "cases": {}}', "expected schema 1"),
-        ('{"schema": 1, "cases": []}', "'cases' must be an object"),
-        ('{"schema": 1, "cases": {"smoke:a": {"speedup": "fast", "interval": [1, 2]}}}', "positive number 'speedup'"),
-        ('{"schema": 1, "cases": {"smoke:a": {"speedup": 1.2, "interval": [1]}}}', "'interval' as [low, high]"),
+        ('{"schema": 99, "cases": {}}', "expected schema 2"),
+        ('{"schema": 1, "cases": {}}', "schema 1 was measured with alternating single calls"),
+        ('{"schema": 2, "cases": []}', "'cases' must be an object"),
+        ('{"schema": 2, "cases": {"smoke:a": {"recordings": []}}}', "non-empty list 'recordings'"),
+        ('{"schema": 2, "cases": {"smoke:a": {"recordings": [{"speedup": "fast"}]}}}', "positive number 'speedup'"),
+        ('{"schema": 2, "cases": {"smoke:a": {"recordings": [{"speedup": 1.2, "interval": [1]}]}}}', "[low, high]"),
     ],
 )
 def test_bad_files_give_one_line_errors_naming_the_file(tmp_path, content, expected):
@@ -62,7 +72,7 @@ def test_bad_files_give_one_line_errors_naming_the_file(tmp_path, content, expec
 
 def test_file_from_another_environment_is_refused(tmp_path):
     path = tmp_path / f"{KEY}.json"
-    path.write_text(json.dumps({"schema": 1, "environment": {"environment_key": "cuda-a100"}, "cases": {}}))
+    path.write_text(json.dumps({"schema": 2, "environment": {"environment_key": "cuda-a100"}, "cases": {}}))
     with pytest.raises(BaselineError, match="recorded for environment 'cuda-a100'"):
         BaselineStore(tmp_path, KEY)
 
@@ -70,7 +80,7 @@ def test_file_from_another_environment_is_refused(tmp_path):
 def _write_entries(directory, worker, count):
     store = BaselineStore(directory, KEY)
     for index in range(count):
-        store.record(f"smoke:w{worker}-{index}", ENTRY, {"environment_key": KEY})
+        record(store, f"smoke:w{worker}-{index}")
 
 
 def test_concurrent_writers_lose_no_entry(tmp_path):
@@ -81,17 +91,18 @@ def test_concurrent_writers_lose_no_entry(tmp_path):
     for worker in workers:
         worker.join(60)
         assert worker.exitcode == 0
-    cases = read_baseline_file(tmp_path / f"{KEY}.json")["cases"]
+    _, cases = read_baseline_file(tmp_path / f"{KEY}.json")
     assert len(cases) == 60
 
 
-def test_baseline_is_the_median_of_the_last_recordings(tmp_path):
+def test_history_keeps_the_last_recordings_in_order(tmp_path):
     store = BaselineStore(tmp_path, KEY)
-    for speedup in [1.5, 3.0, 1.4, 1.6, 1.45, 1.55]:
-        store.record("smoke:a", {**ENTRY, "speedup": speedup}, {})
-    entry = BaselineStore(tmp_path, KEY).get("smoke:a")
-    assert entry["history"] == [3.0, 1.4, 1.6, 1.45, 1.55]
-    assert entry["speedup"] == 1.55
+    speedups = [1.0 + index / 100 for index in range(KEEP + 3)]
+    for speedup in speedups:
+        record(store, "smoke:a", speedup)
+    history = BaselineStore(tmp_path, KEY).get("smoke:a")
+    assert [r.speedup for r in history.recordings] == speedups[-KEEP:]
+    assert history.accuracy == ACCURACY
 
 
 def test_entries_of_vanished_cases_are_found_only_within_collected_files(tmp_path):
@@ -102,6 +113,6 @@ def test_entries_of_vanished_cases_are_found_only_within_collected_files(tmp_pat
         "smoke:b/test_y.py::test_y",
         "standard:b/test_x.py::test_x[old]",
     ]:
-        store.record(case_id, ENTRY, {})
+        record(store, case_id)
     collected = {"b/test_x.py::test_x[new]"}
     assert store.unknown_cases("smoke", collected) == ["smoke:b/test_x.py::test_x[old]"]

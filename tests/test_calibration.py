@@ -1,11 +1,27 @@
-"""A fast run of the calibration experiment: the gate must stay quiet on unchanged code and catch a big slowdown."""
+"""A fast run of the calibration experiment: separate processes, planted slowdowns, verdicts read from records."""
 
-from optbench.calibration import calibrate, rows_markdown
+from pathlib import Path
+
+from synthetic import HALF_THE_WORK
+
+from optbench.calibration import calibrate, calibration_markdown
 
 
-def test_gate_is_quiet_on_unchanged_code_and_catches_a_30_percent_slowdown(tmp_path):
-    unchanged, slowed = calibrate(tmp_path, repetitions=4, slowdowns=[0.0, 0.3], tolerances=[0.1], case_budget=1.0)
-    assert unchanged.repetitions == slowed.repetitions == 4
-    assert unchanged.gate_failures[0.1] <= 1
-    assert slowed.gate_failures[0.1] >= 3
-    assert "none (false alarms)" in rows_markdown([unchanged, slowed], [0.1])
+def test_history_then_shuffled_levels_in_fresh_processes(tmp_path):
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "conftest.py").write_text('pytest_plugins = ["optbench.plugin"]\n')
+    (project / "test_synthetic.py").write_text(HALF_THE_WORK)
+    (project / "pytest.ini").write_text("[pytest]\naddopts = --case-budget 1 --block-target 0.01\n")
+    result = calibrate(
+        project, tmp_path / "work", None, recordings=3, repetitions=2, slowdowns=[0.0, 0.6], tests="test_synthetic.py"
+    )
+    unchanged, slowed = result.levels
+    assert len(unchanged.runs) == len(slowed.runs) == 2
+    assert unchanged.failing_runs() == 0
+    assert slowed.failing_runs() == 2
+    recorded = Path(tmp_path / "work" / "baselines").glob("*.json")
+    assert len(list(recorded)) == 1
+    table = calibration_markdown(result)
+    assert "| none (false alarms) | 2 | 0/2 (0%, 95% CI 0%-84%) |" in table
+    assert "| 60% | 2 | 2/2 (100%, 95% CI 16%-100%) |" in table

@@ -5,7 +5,9 @@ import pytest
 
 from optbench.__main__ import main
 from optbench.runs import load_run
-from optbench.significance import compare_records
+from optbench.significance import ComparisonSettings, compare_records
+
+SETTINGS = ComparisonSettings(pooled_variance=0.02**2, cases=10)
 
 
 def record(case, ratio, environment, seed, rounds=60):
@@ -25,12 +27,12 @@ def record(case, ratio, environment, seed, rounds=60):
 
 def test_a_real_change_is_significant_and_noise_is_not():
     before = record("smoke:a", 1.8, "cpu-x", seed=1)
-    assert compare_records(before, record("smoke:a", 1.5, "cpu-x", seed=2)).significant
-    assert not compare_records(before, record("smoke:a", 1.8, "cpu-x", seed=3)).significant
+    assert compare_records(before, record("smoke:a", 1.5, "cpu-x", seed=2), SETTINGS).significant
+    assert not compare_records(before, record("smoke:a", 1.8, "cpu-x", seed=3), SETTINGS).significant
 
 
 def test_untimed_records_are_not_compared():
-    assert compare_records(record("smoke:a", 1.8, "cpu-x", 1), {"timing": None}) is None
+    assert compare_records(record("smoke:a", 1.8, "cpu-x", 1), {"speedup": None}, SETTINGS) is None
 
 
 def write_run(path, environment, torch_version, records):

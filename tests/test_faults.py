@@ -102,7 +102,9 @@ def failure_lines(result):
 
 
 def test_each_fault_fails_its_case_with_one_readable_sentence(faults):
-    result = faults.runpytest_subprocess("--case-timeout", "4", "--case-budget", "0.3", "-p", "no:cacheprovider")
+    result = faults.runpytest_subprocess(
+        "--case-timeout", "4", "--case-budget", "0.3", "--block-target", "0.005", "-p", "no:cacheprovider"
+    )
     result.assert_outcomes(passed=2, failed=6)
     result.stdout.fnmatch_lines_random(
         [
@@ -129,7 +131,15 @@ def test_each_fault_fails_its_case_with_one_readable_sentence(faults):
 
 def test_compile_fallback_measures_eager_and_says_so(faults):
     result = faults.runpytest_subprocess(
-        "--compile-fallback", "--case-budget", "0.3", "-k", "compile_error", "-p", "no:cacheprovider"
+        "--compile-fallback",
+        "--case-budget",
+        "0.3",
+        "--block-target",
+        "0.005",
+        "-k",
+        "compile_error",
+        "-p",
+        "no:cacheprovider",
     )
     result.assert_outcomes(passed=1, deselected=7)
     result.stdout.fnmatch_lines(["*test_compile_error*torch.compile fell back to eager (--compile-fallback)*"])
@@ -152,7 +162,7 @@ def test_b_crashes_the_process():
     os._exit(3)
 """
     )
-    result = pytester.runpytest_subprocess("--case-budget", "0.3", "-p", "no:cacheprovider")
+    result = pytester.runpytest_subprocess("--case-budget", "0.3", "--block-target", "0.005", "-p", "no:cacheprovider")
     assert result.ret == 3
     (line,) = (pytester.path / ".optbench" / "records.jsonl").read_text().splitlines()
     assert json.loads(line)["case"].endswith("test_a_first_case")

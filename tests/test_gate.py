@@ -1,57 +1,69 @@
+"""The verdict: accuracy and compile checks everywhere, speed against history, floors only where they apply."""
+
 from optbench.accuracy import Accuracy, Check
-from optbench.gate import judge, speed_threshold
+from optbench.baselines import Baseline, Recording
+from optbench.gate import Floor, GateSettings, judge
 from optbench.stats import Interval
 
 GOOD = Accuracy((Check("cosine", 0.999, 0.99, lower_is_better=False),))
-BASELINE = {
-    "speedup": 1.8,
-    "interval": [1.75, 1.85],
-    "recorded": "2026-12-01",
-    "accuracy": {"metric": "cosine", "value": 0.999, "limit": 0.99, "lower_is_better": False},
-}
+HISTORY = Baseline(
+    recordings=tuple(Recording(s, (s * 0.98, s * 1.02)) for s in [1.80, 1.76, 1.83, 1.79, 1.82, 1.78, 1.81, 1.80]),
+    accuracy={"metric": "cosine", "value": 0.999, "limit": 0.99, "lower_is_better": False},
+)
+SETTINGS = GateSettings(
+    false_alarm_rate=0.02, min_effect=0.05, confirmations=2, accuracy_drift=0.5, gated_cases=30, pooled_variance=0.02**2
+)
+NOWHERE = Floor(1.2, applies_here=False)
 
 
-def verdict(speedup, accuracy=GOOD, baseline=BASELINE, floor=1.2, ceiling=None, graph_breaks=None):
-    threshold = speed_threshold(floor, baseline, tolerance=0.10)
-    return judge(speedup, accuracy, threshold, ceiling, baseline, 0.10, 0.5, graph_breaks=graph_breaks)
+def verdict(speedup, accuracy=GOOD, baseline=HISTORY, floor=NOWHERE, ceiling=None, graph_breaks=None):
+    measurements = [speedup] if speedup else []
+    return judge(measurements, accuracy, floor, ceiling, baseline, SETTINGS, graph_breaks=graph_breaks)
 
 
-def test_threshold_comes_from_baseline_less_tolerance():
-    threshold = speed_threshold(1.2, BASELINE, 0.10)
-    assert abs(threshold.value - 1.62) < 1e-9
-    assert "baseline 1.80x" in threshold.source
+def test_matching_speed_passes_with_its_decision_recorded():
+    result = verdict(Interval(1.79, 1.75, 1.83))
+    assert result.status == "pass" and result.decision.outcome == "pass"
+    assert result.decision.history == 8 and abs(result.decision.center - 1.80) < 0.01
 
 
-def test_declared_floor_wins_when_higher_than_baseline():
-    threshold = speed_threshold(1.7, BASELINE, 0.10)
-    assert threshold.value == 1.7 and "declared floor" in threshold.source
+def test_a_clear_slowdown_against_a_steady_history_is_a_regression():
+    result = verdict(Interval(1.45, 1.42, 1.48))
+    assert result.status == "fail" and result.decision.outcome == "regression"
+    assert "speed: regression, +24.0% slower than its history's 1.80x (8 recordings" in result.failures[0]
 
 
-def test_matching_speed_passes():
-    assert verdict(Interval(1.79, 1.72, 1.86)).status == "pass"
+def test_a_slowdown_below_the_minimum_effect_is_never_a_regression():
+    result = verdict(Interval(1.74, 1.735, 1.745))  # 3% slower, measured very precisely
+    assert result.decision.outcome != "regression" and result.status != "fail"
 
 
-def test_interval_straddling_threshold_passes_noise_is_not_a_regression():
-    assert verdict(Interval(1.55, 1.30, 1.80)).status == "pass"
+def test_a_borderline_slowdown_is_inconclusive_and_asks_for_confirmation():
+    result = verdict(Interval(1.72, 1.69, 1.75))
+    assert result.status == "inconclusive" and result.wants_confirmation
+    assert not verdict(Interval(1.79, 1.75, 1.83)).wants_confirmation
 
 
-def test_whole_interval_below_threshold_fails_with_a_readable_reason():
-    result = verdict(Interval(1.30, 1.25, 1.35))
-    assert result.status == "fail"
-    (reason,) = result.failures
-    assert "1.30x [1.25, 1.35]" in reason and "1.62x" in reason and "baseline 1.80x" in reason
+def test_below_the_floor_fails_only_where_it_applies_and_there_is_history():
+    slow = Interval(1.10, 1.05, 1.15)
+    where = Floor(1.2, applies_here=True, where="a CPU with AMX")
+    assert "which this optimization must reach on a CPU with AMX" in verdict(slow, floor=where).failures[-1]
+    elsewhere = verdict(slow, baseline=None, floor=NOWHERE)
+    assert elsewhere.status == "pass" and elsewhere.does_not_pay
+    assert "does not pay here: 1.10x [1.05, 1.15] below its floor 1.20x" in elsewhere.notes
+    new_machine = verdict(slow, baseline=None, floor=where)
+    assert new_machine.status == "pass" and new_machine.does_not_pay
 
 
-def test_without_baseline_only_the_floor_applies():
-    assert verdict(Interval(1.30, 1.25, 1.35), baseline=None).status == "pass"
-    result = verdict(Interval(1.10, 1.05, 1.15), baseline=None)
-    assert result.status == "fail" and "no baseline" in result.failures[0]
-    assert "no baseline" in verdict(Interval(1.3, 1.25, 1.35), baseline=None).notes
+def test_without_history_speed_is_reported_not_gated():
+    result = verdict(Interval(0.5, 0.45, 0.55), baseline=None, floor=Floor(0.1, applies_here=True))
+    assert result.status == "pass" and result.decision is None
+    assert "no history on this machine: speed reported, not gated" in result.notes
 
 
 def test_ceiling_fails_a_speedup_that_should_not_exist():
-    assert verdict(Interval(1.0, 0.95, 1.05), baseline=None, floor=0.5, ceiling=1.0).status == "pass"
-    assert verdict(Interval(1.3, 1.2, 1.4), baseline=None, floor=0.5, ceiling=1.0).status == "fail"
+    assert verdict(Interval(1.0, 0.95, 1.05), baseline=None, ceiling=1.1).status == "pass"
+    assert verdict(Interval(1.3, 1.2, 1.4), baseline=None, ceiling=1.1).status == "fail"
 
 
 def test_accuracy_outside_tolerance_fails_even_when_fast():
@@ -70,7 +82,7 @@ def test_accuracy_drift_from_baseline_fails_within_the_limit():
 
 
 def test_new_graph_break_fails():
-    baseline = {**BASELINE, "graph_breaks": 0}
+    baseline = Baseline(HISTORY.recordings, HISTORY.accuracy, graph_breaks=0)
     assert verdict(Interval(1.8, 1.75, 1.85), baseline=baseline, graph_breaks=0).status == "pass"
     result = verdict(Interval(1.8, 1.75, 1.85), baseline=baseline, graph_breaks=2)
     assert result.status == "fail" and "graph breaks" in result.failures[0]
@@ -79,3 +91,11 @@ def test_new_graph_break_fails():
 def test_untimed_run_checks_accuracy_only():
     result = verdict(None)
     assert result.status == "pass" and "timing disabled" in result.notes[0]
+
+
+def test_failures_outrank_an_inconclusive_measurement():
+    result = verdict(Interval(1.79, 1.72, 1.86))
+    result.inconclusive.append("interval +-9% misses its target +-3%")
+    assert result.status == "inconclusive"
+    result.failures.append("accuracy: cosine 0.5")
+    assert result.status == "fail"

@@ -4,42 +4,24 @@ import json
 
 import pytest
 import torch
+from synthetic import HALF_THE_WORK
 
 from optbench.environment import environment_key
 
 CONFTEST = 'pytest_plugins = ["optbench.plugin"]\n'
 
-BENCHMARK = """
-import torch
-from optbench import Case, Exact, Requires
-
-
-def count(n):
-    total = 0
-    for i in range(n):
-        total += i
-    return total
-
-
-def test_half_the_work(optbench):
-    optbench.run(
-        Case(
-            reference=lambda: torch.tensor([float(count(40_000) + count(40_000) - count(40_000))]),
-            optimized=lambda: torch.tensor([float(count(40_000))]),
-            accuracy=Exact(),
-            floor=1.2,
-            names=("3x work", "1x work"),
-        )
-    )
-
+BENCHMARK = (
+    HALF_THE_WORK
+    + """
 
 def test_needs_a_gpu(optbench):
     optbench.run(Case(reference=lambda: 1, optimized=lambda: 1, accuracy=Exact(), floor=1.0,
                       requires=Requires(cuda=True, why="it times host-to-GPU copies")))
 """
+)
 
 CASE_ID = "smoke:test_synthetic.py::test_half_the_work"
-FAST = ("--case-budget", "1.5", "-rs", "-p", "no:cacheprovider")
+FAST = ("--case-budget", "1.5", "--block-target", "0.01", "-rs", "-p", "no:cacheprovider")
 
 
 @pytest.fixture
@@ -49,17 +31,19 @@ def project(pytester):
     return pytester
 
 
-def write_baseline(pytester, speedup, content=None):
+def write_baseline(pytester, speedup, content=None, recordings=10):
+    """A history of `recordings` runs of the synthetic case around `speedup`, 2% apart."""
     directory = pytester.path / "baselines"
     directory.mkdir(exist_ok=True)
     path = directory / f"{environment_key(torch.device('cpu'))}.json"
     entry = {
-        "speedup": speedup,
-        "interval": [speedup * 0.95, speedup * 1.05],
-        "recorded": "2026-12-01",
+        "recordings": [
+            {"speedup": speedup * (1 + 0.02 * (i % 3 - 1)), "interval": [speedup * 0.97, speedup * 1.03]}
+            for i in range(recordings)
+        ],
         "accuracy": {"metric": "max_abs_diff", "value": 0.0, "limit": 0.0, "lower_is_better": True},
     }
-    path.write_text(content if content is not None else json.dumps({"schema": 1, "cases": {CASE_ID: entry}}))
+    path.write_text(content if content is not None else json.dumps({"schema": 2, "cases": {CASE_ID: entry}}))
     return path
 
 
@@ -67,36 +51,65 @@ def test_passes_against_a_matching_baseline_and_records_everything(project):
     write_baseline(project, 3.0)
     result = project.runpytest_subprocess("--benchmark-json=run.json", *FAST)
     result.assert_outcomes(passed=1, skipped=1)
-    result.stdout.fnmatch_lines(["*optbench: profile smoke on cpu*", "*test_half_the_work*3.00x*pass*"])
+    result.stdout.fnmatch_lines(["*optbench: profile smoke on cpu*", "*test_half_the_work*2.9?x (10 runs)*pass*"])
     result.stdout.fnmatch_lines(["*SKIP*needs a CUDA device: it times host-to-GPU copies*"])
     (bench,) = json.loads((project.path / "run.json").read_text())["benchmarks"]
     record = bench["extra_info"]["optbench"]
     assert record["speedup"]["low"] <= record["speedup"]["point"] <= record["speedup"]["high"]
     assert 2.0 < record["speedup"]["point"] < 4.0
     assert len(record["timing"]["reference_s"]["data"]) == len(bench["stats"]["data"]) == bench["stats"]["rounds"]
-    assert record["accuracy"]["passed"] and record["gate"]["baseline"]["speedup"] == 3.0
+    # pytest-benchmark timed whole blocks; its stats still mean time per call.
+    assert bench["stats"]["iterations"] == record["timing"]["block_calls"] >= 4
+    assert bench["stats"]["data"] == record["timing"]["optimized_s"]["data"]
+    assert 0.5 < bench["stats"]["median"] * 3 / record["timing"]["reference_s"]["median"] < 2
+    assert record["accuracy"]["passed"] and record["gate"]["baseline"]["recordings"] == 10
+    assert record["gate"]["decision"]["outcome"] == "pass" and record["gate"]["decision"]["history"] == 10
     assert record["memory"]["reference_bytes"] is not None
     recorded_lines = (project.path / ".optbench" / "records.jsonl").read_text().splitlines()
     assert [json.loads(line)["case"] for line in recorded_lines] == [CASE_ID]
 
 
-def test_fails_readably_against_a_baseline_demanding_3x_more(project):
+def test_fails_readably_against_a_history_3x_faster_after_confirming_in_fresh_processes(project):
     write_baseline(project, 9.0)
-    result = project.runpytest_subprocess(*FAST)
+    result = project.runpytest_subprocess("--confirm", "1", *FAST)
     result.assert_outcomes(failed=1, skipped=1)
-    result.stdout.fnmatch_lines(
-        ["*test_half_the_work: speed: measured *x * lies entirely below the threshold 8.10x (baseline 9.00x*"]
-    )
+    result.stdout.fnmatch_lines(["*test_half_the_work: speed: regression, +*% slower than its history's 8.9?x*"])
+    (line,) = (project.path / ".optbench" / "records.jsonl").read_text().splitlines()
+    record = json.loads(line)
+    assert record["gate"]["decision"]["outcome"] == "regression"
+    # The first run was confirmed once in a fresh process, and both measurements judged together.
+    (confirmation,) = record["gate"]["confirmations"]
+    assert 2.0 < confirmation["point"] < 4.5 and record["gate"]["decision"]["runs"] == 2
+    assert any("1 confirmation run(s) in fresh processes" in note for note in record["verdict"]["notes"])
+
+
+def test_a_machine_without_history_is_green_on_unchanged_code(project):
+    result = project.runpytest_subprocess("--baselines-dir", str(project.path / "empty"), *FAST)
+    result.assert_outcomes(passed=1, skipped=1)
+    result.stdout.fnmatch_lines(["*test_half_the_work*no history*no history on this machine*"])
 
 
 def test_update_baselines_records_then_gates_the_next_run(project):
     result = project.runpytest_subprocess("--update-baselines", *FAST)
     result.assert_outcomes(passed=1, skipped=1)
     (path,) = (project.path / "baselines").glob("*.json")
-    entry = json.loads(path.read_text())["cases"][CASE_ID]
-    assert entry["interval"][0] <= entry["speedup"] <= entry["interval"][1]
-    assert entry["accuracy"]["metric"] == "max_abs_diff"
-    project.runpytest_subprocess(*FAST).assert_outcomes(passed=1, skipped=1)
+    (recording,) = json.loads(path.read_text())["cases"][CASE_ID]["recordings"]
+    assert recording["interval"][0] <= recording["speedup"] <= recording["interval"][1]
+    assert recording["torch"] == torch.__version__ and recording["recorded"].startswith("20")
+    assert json.loads(path.read_text())["cases"][CASE_ID]["accuracy"]["metric"] == "max_abs_diff"
+    project.runpytest_subprocess("--update-baselines", *FAST).assert_outcomes(passed=1, skipped=1)
+    assert len(json.loads(path.read_text())["cases"][CASE_ID]["recordings"]) == 2
+    gated = project.runpytest_subprocess(*FAST)
+    gated.assert_outcomes(passed=1, skipped=1)
+    gated.stdout.fnmatch_lines(["*test_half_the_work*x (2 runs), now *slower*"])
+
+
+def test_an_interval_that_misses_its_target_is_inconclusive_not_pass(project):
+    result = project.runpytest_subprocess("--ci-target", "0.0001", *FAST)
+    result.assert_outcomes(passed=1, skipped=1)
+    result.stdout.fnmatch_lines(["*test_half_the_work*inconclusive (interval +-*% misses its target +-0%*"])
+    (line,) = (project.path / ".optbench" / "records.jsonl").read_text().splitlines()
+    assert json.loads(line)["verdict"]["status"] == "inconclusive"
 
 
 def test_timing_disabled_checks_accuracy_without_gating_speed(project):
@@ -111,7 +124,9 @@ def test_timing_disabled_checks_accuracy_without_gating_speed(project):
     [
         (("--profile", "fast"), "*argument --profile: invalid choice: 'fast'*"),
         (("--device", "tpu"), "*--device 'tpu': expected cpu, cuda or cuda:N*"),
-        (("--speedup-tolerance", "2"), "*'2' must be a fraction in [[]0, 1)*"),
+        (("--min-effect", "2"), "*'2' must be a fraction in [[]0, 1)*"),
+        (("--false-alarm-rate", "0"), "*'0' must be above 0, e.g. 0.02 for one run in 50*"),
+        (("--confirm", "-1"), "*'-1' is not a whole number >= 0*"),
     ],
 )
 def test_bad_options_are_one_line_usage_errors(project, arguments, message):
@@ -165,7 +180,7 @@ def test_compare_with_a_saved_run_reports_significance(project):
     result.stdout.fnmatch_lines(
         [
             "*optbench: change of each speedup vs*",
-            "case*saved run*this run*change*Mann-Whitney p*significant*",
+            "case*saved run*this run*change*margin*significant*",
             "test_half_the_work *x *x *%*",
         ]
     )

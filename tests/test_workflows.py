@@ -38,3 +38,15 @@ def test_pull_requests_run_the_readme_test_command():
     readme = (ROOT / "README.md").read_text()
     test_command = next(line for line in readme.splitlines() if line.startswith(".venv/bin/pytest tests"))
     assert test_command in commands(steps)
+
+
+def test_nightly_locks_the_gpu_clocks_around_the_suite_and_always_unlocks_them():
+    _, _, steps = load("nightly-gpu.yml")
+    names = [step.get("name") for step in steps]
+    lock, bench, unlock = (
+        names.index(name)
+        for name in ("Lock GPU clocks", "Run the standard profile, gated against baselines/", "Unlock GPU clocks")
+    )
+    assert lock < bench < unlock
+    assert "--lock-gpu-clocks" in steps[lock]["run"] and "--reset-gpu-clocks" in steps[unlock]["run"]
+    assert steps[unlock]["if"] == "always()"

@@ -1,0 +1,106 @@
+"""Holding the suite's speedup against an independent timer: `torch.utils.benchmark.Timer`.
+
+With `--agree`, each case is measured again right after its timed rounds, in
+the same process and on the same objects, by `Timer.blocked_autorange`
+(blocks of back-to-back calls, the steady state) in ABBA order over
+`repetitions` pairs. The record keeps each pair's ratio; `python -m optbench
+agree` runs chosen catalogue cases that way and tabulates whether the
+independent median lies inside the suite's interval.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.utils.benchmark import Timer
+
+from .report import case_label, markdown_table
+
+REPETITIONS = 5
+MIN_RUN_TIME_S = 1.0
+CLOSE = 0.03
+"""The agreement target: every case's independent median within 3% of the suite's point."""
+
+
+def independent_ratios(
+    reference: Callable[[], Any],
+    optimized: Callable[[], Any],
+    repetitions: int = REPETITIONS,
+    min_run_time: float = MIN_RUN_TIME_S,
+) -> list[float]:
+    """reference/optimized median time per call by Timer.blocked_autorange, one ratio per ABBA pair."""
+
+    threads = torch.get_num_threads()
+
+    def median_s(fn: Callable[[], Any]) -> float:
+        # Timer runs on one thread unless told otherwise; the suite measures with the run's threads.
+        timer = Timer(stmt="fn()", globals={"fn": fn}, num_threads=threads)
+        return timer.blocked_autorange(min_run_time=min_run_time).median
+
+    ratios = []
+    for repetition in range(repetitions):
+        if repetition % 2 == 0:
+            reference_s = median_s(reference)
+            optimized_s = median_s(optimized)
+        else:
+            optimized_s = median_s(optimized)
+            reference_s = median_s(reference)
+        ratios.append(reference_s / optimized_s)
+    return ratios
+
+
+@dataclass(frozen=True)
+class Agreement:
+    case: str
+    suite_point: float
+    suite_low: float
+    suite_high: float
+    independent: tuple[float, ...]
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.independent)
+
+    @property
+    def inside(self) -> bool:
+        return self.suite_low <= self.median <= self.suite_high
+
+    @property
+    def gap(self) -> float:
+        """Independent median relative to the suite's point, minus 1."""
+        return self.median / self.suite_point - 1
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> Agreement | None:
+        if not record.get("speedup") or not record.get("independent_ratios"):
+            return None
+        speedup = record["speedup"]
+        return cls(
+            record["case"], speedup["point"], speedup["low"], speedup["high"], tuple(record["independent_ratios"])
+        )
+
+
+def agreement_markdown(agreements: Sequence[Agreement]) -> str:
+    headers = ["case", "suite [95% interval]", "independent median (range)", "gap", "inside", f"within {CLOSE:.0%}"]
+    rows = [
+        [
+            case_label(a.case),
+            f"{a.suite_point:.3f}x [{a.suite_low:.3f}, {a.suite_high:.3f}]",
+            f"{a.median:.3f}x ({min(a.independent):.3f}-{max(a.independent):.3f})",
+            f"{a.gap:+.1%}",
+            "yes" if a.inside else "NO",
+            "yes" if abs(a.gap) <= CLOSE else "NO",
+        ]
+        for a in agreements
+    ]
+    inside = sum(a.inside for a in agreements)
+    close = sum(abs(a.gap) <= CLOSE for a in agreements)
+    total = len(agreements)
+    return (
+        markdown_table(rows, headers)
+        + f"\n\ninside the suite's interval: {inside}/{total}; within {CLOSE:.0%} of its point: {close}/{total}"
+    )

@@ -1,0 +1,51 @@
+"""The suite's speedup held against torch.utils.benchmark.Timer."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+from optbench.agreement import Agreement, agreement_markdown, independent_ratios
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def record(point, low, high, ratios):
+    return {
+        "case": "smoke:b.py::test_x[a]",
+        "speedup": {"point": point, "low": low, "high": high},
+        "independent_ratios": ratios,
+    }
+
+
+def test_the_table_says_inside_and_outside():
+    inside = Agreement.from_record(record(1.2, 1.15, 1.25, [1.19, 1.22, 1.21]))
+    outside = Agreement.from_record(record(0.92, 0.90, 0.93, [0.80, 0.77, 0.79]))
+    assert inside.inside and abs(inside.gap) < 0.03
+    assert not outside.inside and outside.gap < -0.1
+    table = agreement_markdown([inside, outside])
+    assert "| test_x[a] | 0.920x [0.900, 0.930] | 0.790x (0.770-0.800) | -14.1% | NO | NO |" in table
+    assert table.endswith("inside the suite's interval: 1/2; within 3% of its point: 1/2")
+
+
+def test_untimed_records_are_left_out():
+    assert Agreement.from_record({"case": "x", "speedup": None, "independent_ratios": None}) is None
+
+
+def test_the_independent_timer_sees_a_known_ratio():
+    def work(n):
+        return lambda: sum(range(n))
+
+    ratios = independent_ratios(work(60_000), work(20_000), repetitions=2, min_run_time=0.2)
+    assert len(ratios) == 2 and all(2.0 < ratio < 4.5 for ratio in ratios)
+
+
+def test_agree_command_on_a_cheap_catalogue_case(tmp_path):
+    """End to end on the catalogue: suite and Timer agree on autograd's cost for a tiny MLP (loose bound)."""
+    output = tmp_path / "agreement.md"
+    command = [sys.executable, "-m", "optbench", "agree", "-k", "test_inference_mode and grad-vs-no_grad and tiny"]
+    command += ["--output", str(output), "--", "--case-budget", "2"]
+    finished = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
+    assert finished.returncode == 0, finished.stderr[-2000:]
+    (row,) = [line for line in output.read_text().splitlines() if line.startswith("| test_inference_mode")]
+    gap = float(row.split("|")[4].strip().rstrip("%")) / 100
+    assert abs(gap) < 0.10
