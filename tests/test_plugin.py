@@ -195,3 +195,23 @@ def test_baseline_entries_of_vanished_cases_are_a_one_line_warning(project):
     result = project.runpytest_subprocess("--benchmark-disable", *FAST)
     result.assert_outcomes(passed=1, skipped=1)
     result.stdout.fnmatch_lines([f"*{path}: 1 entries name no collected case (e.g. *test_renamed_away)*"])
+
+
+def test_a_cold_cache_case_is_timed_in_single_calls_after_a_flush(project):
+    project.makepyfile(
+        test_cold="""
+import torch
+from optbench import Case, Exact
+
+weights = torch.randn(512, 512)
+
+
+def test_cold(optbench):
+    optbench.run(Case(reference=lambda: weights @ weights, optimized=lambda: weights @ weights, accuracy=Exact(),
+                      floor=0.1, cold_cache=True))
+"""
+    )
+    project.runpytest_subprocess("-k", "cold", *FAST).assert_outcomes(passed=1, deselected=2)
+    (line,) = (project.path / ".optbench" / "records.jsonl").read_text().splitlines()
+    timing = json.loads(line)["timing"]
+    assert timing["cold_cache"] is True and timing["block_calls"] == 1
