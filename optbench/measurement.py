@@ -138,7 +138,8 @@ def warm_up(
     window = profile.warmup_window
     reference_times: list[float] = []
     optimized_times: list[float] = []
-    deadline = time.monotonic() + profile.warmup_budget_s
+    # Never longer than the timed rounds may take: a short --case-budget shortens the warm-up too.
+    deadline = time.monotonic() + min(profile.warmup_budget_s, profile.case_budget_s)
     settled = False
     for reference_first in _abba():
         if reference_first:

@@ -118,6 +118,7 @@ def test_each_fault_fails_its_case_with_one_readable_sentence(faults):
     )
     records = [json.loads(line) for line in (faults.path / ".optbench" / "records.jsonl").read_text().splitlines()]
     verdicts = {record["case"].rsplit("::", 1)[1]: record["verdict"]["status"] for record in records}
+    healthy = verdicts.pop("test_healthy_case_still_runs")
     assert verdicts == {
         "test_oom": "fail",
         "test_compile_error": "fail",
@@ -125,8 +126,10 @@ def test_each_fault_fails_its_case_with_one_readable_sentence(faults):
         "test_hang": "fail",
         "test_nondeterministic_reference": "fail",
         "test_changes_global_switches_then_fails": "fail",
-        "test_healthy_case_still_runs": "pass",
     }
+    # The run went on: the healthy case after all those faults is measured, not failed (with no history and
+    # microsecond calls its interval may miss the target: inconclusive is a measurement, not a fault).
+    assert healthy in ("pass", "inconclusive")
 
 
 def test_compile_fallback_measures_eager_and_says_so(faults):
