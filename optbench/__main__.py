@@ -4,7 +4,6 @@ and `calibrate` (the gate's error rates)."""
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
 import tempfile
@@ -13,6 +12,7 @@ from pathlib import Path
 from .agreement import Agreement, agreement_markdown
 from .calibration import calibrate, calibration_markdown
 from .crossrun import crossrun_markdown, plot_speedups
+from .record import read_records
 from .runs import RunFileError, load_run
 
 
@@ -62,8 +62,7 @@ def _agree(arguments: argparse.Namespace) -> int:
         command = [sys.executable, "-m", "pytest", "benchmarks", "--agree", "--results-dir", results, "-q"]
         command += ["-p", "no:cacheprovider", *(["-k", arguments.expression] if arguments.expression else [])]
         finished = subprocess.run([*command, *arguments.pytest_args], check=False)
-        path = Path(results) / "records.jsonl"
-        records = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+        records = read_records(Path(results))
     agreements = [a for a in map(Agreement.from_record, records) if a is not None]
     if not agreements:
         print(f"error: no case was timed (pytest exit {finished.returncode}); check the -k expression", file=sys.stderr)

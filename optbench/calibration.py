@@ -24,6 +24,7 @@ from pathlib import Path
 
 from scipy import stats
 
+from .record import read_records
 from .report import case_label, markdown_table
 
 COMPARE_FAIL = 0.10
@@ -34,10 +35,8 @@ COMPARE_FAIL = 0.10
 class RunResult:
     """One process's outcome: each case's verdict status and its optimized median time per call."""
 
-    slowdown: float
     statuses: dict[str, str]
     medians: dict[str, float]
-    wall_s: float
 
 
 def _pytest(
@@ -46,23 +45,18 @@ def _pytest(
     command = [sys.executable, "-m", "pytest", tests, "-q", "-p", "no:cacheprovider", "--results-dir", str(results)]
     command += ["--benchmark-json", str(results / "benchmark.json"), "--plant-slowdown", str(slowdown), *options]
     command += ["-k", expression] if expression else []
-    started = time.monotonic()
     subprocess.run(command, cwd=root, capture_output=True, check=False)
-    wall = time.monotonic() - started
-    path = results / "records.jsonl"
-    if not path.exists():
+    records = read_records(results)
+    if not records:
         raise RuntimeError(f"calibration run in {results} recorded nothing; run `{' '.join(command)}` to see why")
-    records = [json.loads(line) for line in path.read_text().splitlines()]
     medians: dict[str, float] = {}
     benchmark_json = results / "benchmark.json"
     if benchmark_json.exists():
         for bench in json.loads(benchmark_json.read_text())["benchmarks"]:
             medians[bench["fullname"]] = bench["stats"]["median"]
     return RunResult(
-        slowdown=slowdown,
         statuses={r["case"]: r["verdict"]["status"] for r in records if r.get("speedup")},
         medians=medians,
-        wall_s=wall,
     )
 
 

@@ -21,6 +21,17 @@ class BlockTime:
     device_s: float | None = None
 
 
+class Events:
+    """A start and an end CUDA event with timing enabled."""
+
+    def __init__(self) -> None:
+        self.start = torch.cuda.Event(enable_timing=True)
+        self.end = torch.cuda.Event(enable_timing=True)
+
+    def seconds_per_call(self, calls: int) -> float:
+        return self.start.elapsed_time(self.end) / 1e3 / calls
+
+
 @contextmanager
 def quiet_interpreter(disable_gc: bool) -> Iterator[None]:
     """What pytest-benchmark does around its timed calls: no tracer (coverage, debuggers), gc off if asked.
@@ -58,8 +69,6 @@ class DeviceClock:
         self.device = device
         self.timer = timer
         self.disable_gc = disable_gc
-        self.device_times: list[float] = []
-        """Device time per call of every block run through `block`, in order."""
 
     @property
     def has_events(self) -> bool:
@@ -69,42 +78,39 @@ class DeviceClock:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
 
-    def _run_block(self, fn: Callable[[], Any], calls: int) -> Callable[[], float | None]:
-        """Runs `fn` `calls` times, synchronized; returns a reader of the device time per call, if any."""
-        if not self.has_events:
-            for _ in range(calls):
-                fn()
-            self.sync()
-            return lambda: None
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
+    def events(self) -> Events | None:
+        """A fresh pair of timing events on CUDA, None elsewhere. Made before a block, read after it: never
+        inside the timed interval."""
+        return Events() if self.has_events else None
+
+    def _run_block(self, fn: Callable[[], Any], calls: int, events: Events | None) -> None:
+        """`calls` calls of `fn` between the events' records, then one synchronize."""
+        if events is not None:
+            events.start.record()
         for _ in range(calls):
             fn()
-        end.record()
+        if events is not None:
+            events.end.record()
         self.sync()
-        return lambda: start.elapsed_time(end) / 1e3 / calls
 
-    def block(self, fn: Callable[[], Any], calls: int) -> Callable[[], None]:
-        """A target for a timer that wraps the call itself (pytest-benchmark): `calls` calls of `fn`, synchronized.
-
-        Its device time per call is appended to `device_times`.
-        """
+    def block(self, fn: Callable[[], Any], calls: int, events: Iterator[Events | None]) -> Callable[[], None]:
+        """A target for a timer that wraps the call itself (pytest-benchmark): `calls` calls of `fn`, synchronized,
+        each block between the next pair of `events` (made beforehand; read by the caller after timing)."""
 
         def run_block() -> None:
-            device_time = self._run_block(fn, calls)()
-            if device_time is not None:
-                self.device_times.append(device_time)
+            self._run_block(fn, calls, next(events))
 
         return run_block
 
     def time_block(self, fn: Callable[[], Any], calls: int = 1) -> BlockTime:
         """Time per call of `calls` back-to-back calls of `fn`, timed as one interval."""
+        events = self.events()
         self.sync()
         with quiet_interpreter(self.disable_gc):
             start = self.timer()
-            device_time = self._run_block(fn, calls)
+            self._run_block(fn, calls, events)
             host = self.timer() - start
-        return BlockTime(host / calls, device_time())
+        return BlockTime(host / calls, events.seconds_per_call(calls) if events else None)
 
     def time(self, fn: Callable[[], Any]) -> float:
         """Host seconds of one synchronized call (first calls, where compilation lands)."""

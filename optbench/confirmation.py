@@ -7,8 +7,6 @@ second measurement in the same process would share with the first.
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -17,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from .record import read_records
 from .runner import Confirmation
 from .stats import Interval
 
@@ -51,27 +50,11 @@ def confirm_in_fresh_process(config: pytest.Config, node_id: str) -> Confirmatio
     """Runs the case once more in a new interpreter; its speedup is read from the record it wrote."""
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="optbench-confirm-") as results:
-        command = confirmation_command(config, node_id, Path(results))
-        environment = {
-            **os.environ,
-            "PYTHONPATH": os.pathsep.join(filter(None, [str(config.rootpath), os.environ.get("PYTHONPATH")])),
-        }
-        subprocess.run(command, cwd=config.rootpath, env=environment, capture_output=True, check=False)
-        records = Path(results, "records.jsonl")
-        lines = records.read_text().splitlines() if records.exists() else []
-    speedup = json.loads(lines[-1]).get("speedup") if lines else None
+        # `python -m pytest` in the rootdir imports the project's conftest and fixtures as the run did.
+        subprocess.run(
+            confirmation_command(config, node_id, Path(results)), cwd=config.rootpath, capture_output=True, check=False
+        )
+        records = read_records(Path(results))
+    speedup = records[-1].get("speedup") if records else None
     interval = Interval(speedup["point"], speedup["low"], speedup["high"]) if speedup else None
     return Confirmation(speedup=interval, wall_s=time.monotonic() - started)
-
-
-def current_commit(root: Path) -> str | None:
-    """The commit under test: $GITHUB_SHA in CI, else git's HEAD of the rootdir, else None."""
-    if os.environ.get("GITHUB_SHA"):
-        return os.environ["GITHUB_SHA"]
-    try:
-        finished = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=False, timeout=10
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return finished.stdout.strip() or None if finished.returncode == 0 else None

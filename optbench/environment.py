@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import platform
 import re
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -96,3 +97,18 @@ def _nvidia_driver() -> str | None:
         return None
     match = re.search(r"Kernel Module\s+(\S+)", version_file.read_text())
     return match.group(1) if match else None
+
+
+def current_commit(root: Path) -> str | None:
+    """The commit under test: $GITHUB_SHA in CI, else git's HEAD of the rootdir, else None."""
+    if os.environ.get("GITHUB_SHA"):
+        return os.environ["GITHUB_SHA"]
+    try:
+        finished = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=False, timeout=10
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if finished.returncode != 0:
+        return None
+    return finished.stdout.strip() or None

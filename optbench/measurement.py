@@ -22,7 +22,7 @@ import itertools
 import math
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -113,10 +113,9 @@ def _settled(times: list[float], window: int, tolerance: float) -> bool:
     return abs(recent / before - 1) <= tolerance
 
 
-def _abba(rounds: int | None = None) -> itertools.cycle | itertools.islice:
+def _abba() -> Iterator[bool]:
     """Whether the reference goes first, round by round: True, False, True, False, ..."""
-    order = itertools.cycle([True, False])
-    return order if rounds is None else itertools.islice(order, rounds)
+    return itertools.cycle([True, False])
 
 
 def warm_up(
@@ -233,9 +232,10 @@ def paired_rounds(
         if not reference_first[0]:
             time_reference()
 
-    clock.device_times.clear()
+    # Made before timing and read after it, so the optimized blocks time no event bookkeeping.
+    events = [clock.events() for _ in range(rounds)]
     benchmark.pedantic(
-        clock.block(optimized, blocks.calls), setup=setup, teardown=teardown, rounds=rounds, warmup_rounds=0
+        clock.block(optimized, blocks.calls, iter(events)), setup=setup, teardown=teardown, rounds=rounds
     )
     optimized_s = _per_call(benchmark, blocks.calls)
     return Rounds(
@@ -243,7 +243,7 @@ def paired_rounds(
         reference_s=[block.host_s for block in reference_blocks],
         optimized_s=optimized_s,
         reference_device_s=[b.device_s for b in reference_blocks] if clock.has_events else None,
-        optimized_device_s=list(clock.device_times) if clock.has_events else None,
+        optimized_device_s=[e.seconds_per_call(blocks.calls) for e in events if e] if clock.has_events else None,
     )
 
 

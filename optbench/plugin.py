@@ -15,12 +15,12 @@ import pytest
 import torch
 
 from .baselines import BaselineError, BaselineStore
-from .confirmation import confirm_in_fresh_process, current_commit
-from .environment import environment_key, fingerprint
+from .confirmation import confirm_in_fresh_process
+from .environment import current_commit, environment_key, fingerprint
 from .gate import GateSettings
 from .profiles import PROFILES, Profile
 from .recommendation import recommendation_markdown
-from .record import RECORD_KEY
+from .record import RECORD_KEY, RECORDS_FILE
 from .regression import pooled_variance
 from .report import changes_table, summary
 from .runner import CaseRunner, RunSettings
@@ -260,13 +260,22 @@ class OptbenchSession:
             )
         return self._settings
 
+    def case_id(self, node_id: str) -> str:
+        """`<profile>:<node id>`: the key of a case's record and history."""
+        return f"{self.profile.name}:{node_id}"
+
+    def gate_cases(self, count: int) -> None:
+        """The cases with history this run gates: the false-alarm budget is split over them."""
+        settings = self.settings()
+        self._settings = replace(settings, gate=replace(settings.gate, gated_cases=max(1, count)))
+
     def add(self, record: dict[str, Any]) -> None:
         """Keep a finished case's record and append it to records.jsonl at once, so a crash loses nothing."""
         if not self.records:
             self.results_dir.mkdir(parents=True, exist_ok=True)
-            (self.results_dir / "records.jsonl").write_text("")
+            (self.results_dir / RECORDS_FILE).write_text("")
         self.records.append(record)
-        with open(self.results_dir / "records.jsonl", "a") as stream:
+        with open(self.results_dir / RECORDS_FILE, "a") as stream:
             stream.write(json.dumps(record) + "\n")
 
     # Hooks: on an xdist controller the workers' records arrive here through report.user_properties.
@@ -332,9 +341,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         baselines = session.settings().baselines
     except BaselineError as error:
         raise pytest.UsageError(str(error)) from None
-    gated = sum(baselines.get(f"{session.profile.name}:{item.nodeid}") is not None for item in cases)
-    settings = session.settings()
-    session._settings = replace(settings, gate=replace(settings.gate, gated_cases=max(1, gated)))
+    session.gate_cases(sum(baselines.get(session.case_id(item.nodeid)) is not None for item in cases))
     stale = baselines.unknown_cases(session.profile.name, {item.nodeid for item in cases})
     if stale:
         config.issue_config_time_warning(
@@ -367,7 +374,7 @@ def optbench(request: pytest.FixtureRequest, benchmark: Any) -> CaseRunner:
     return CaseRunner(
         session.settings(),
         benchmark,
-        case_id=f"{session.profile.name}:{request.node.nodeid}",
+        case_id=session.case_id(request.node.nodeid),
         technique=technique,
         publish=lambda record: request.node.user_properties.append((RECORD_KEY, record)),
         confirm=None if confirming else partial(confirm_in_fresh_process, request.config, request.node.nodeid),

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import statistics
+from pathlib import Path
 from typing import Any
 
 from .accuracy import Accuracy
@@ -13,6 +15,14 @@ from .measurement import RoundPlan, Rounds, WarmUp
 from .stats import Interval
 
 RECORD_KEY = "optbench"
+RECORDS_FILE = "records.jsonl"
+"""One JSON record per line, appended as each case finishes, in the run's --results-dir."""
+
+
+def read_records(results_dir: Path) -> list[dict[str, Any]]:
+    """The records a run wrote to `results_dir`, in order; none if it wrote none."""
+    path = Path(results_dir) / RECORDS_FILE
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
 def _timing_summary(times: list[float]) -> dict[str, Any]:

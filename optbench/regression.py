@@ -32,7 +32,10 @@ one-sided, z = Phi^-1(1 - alpha). The optimized variant is *slower* by
 exp(-d) - 1. Outcomes:
 
 - regression: d < -z sigma and the slowdown exceeds `min_effect`;
-- inconclusive: not a regression, but d < -SCREEN_Z sigma (suspicious);
+- inconclusive: not a regression, but d < -SCREEN_Z sigma (suspicious) and
+  a regression is still possible: the slowdown at the far end of the margin,
+  exp(-d + z sigma) - 1, exceeds `min_effect` (else more runs cannot change
+  the answer, and confirming would only spend time);
 - pass: otherwise.
 
 Minimum detectable slowdown: the slowdown caught with 95% probability after
@@ -190,7 +193,7 @@ def decide(
     now = found.sigma()
     if found.d < -z * now and slowdown > min_effect:
         outcome = "regression"
-    elif found.d < -SCREEN_Z * now:
+    elif found.d < -SCREEN_Z * now and math.exp(-found.d + z * now) - 1 > min_effect:
         outcome = "inconclusive"
     else:
         outcome = "pass"

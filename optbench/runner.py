@@ -16,7 +16,7 @@ import torch
 
 from .accuracy import Accuracy, Check
 from .agreement import independent_ratios
-from .baselines import BaselineStore, Recording
+from .baselines import Baseline, BaselineStore, Recording
 from .cache_flush import CacheFlush
 from .case import Case
 from .clock import DeviceClock
@@ -123,12 +123,13 @@ class CaseRunner:
             if cause is None:
                 raise
             pytest.fail(f"{self.case_id}: {cause}", pytrace=False)
+        baseline = None if settings.update_baselines else settings.baselines.get(self.case_id)
         confirmations: list[Confirmation] = []
-        verdict = self._verdict(case, measured, confirmations)
+        verdict = self._verdict(case, measured, baseline, confirmations)
         while verdict.wants_confirmation and self.confirm and len(confirmations) < settings.gate.confirmations:
             confirmations.append(self.confirm())
-            verdict = self._verdict(case, measured, confirmations)
-        record = measured.record(verdict, confirmations)
+            verdict = self._verdict(case, measured, baseline, confirmations)
+        record = measured.record(verdict, gate_baseline_summary(baseline), confirmations)
         self.benchmark.extra_info[RECORD_KEY] = record
         self.publish(record)
         if settings.update_baselines and measured.accuracy.passed and measured.speedup and not verdict.failures:
@@ -151,11 +152,12 @@ class CaseRunner:
             pytest.fail(f"{self.case_id}: " + "; ".join(verdict.failures), pytrace=False)
         return record
 
-    def _verdict(self, case: Case, measured: Measured, confirmations: list[Confirmation]) -> Verdict:
+    def _verdict(
+        self, case: Case, measured: Measured, baseline: Baseline | None, confirmations: list[Confirmation]
+    ) -> Verdict:
         settings = self.settings
         measurements = [measured.speedup] if measured.speedup else []
         measurements += [c.speedup for c in confirmations if c.speedup is not None]
-        baseline = None if settings.update_baselines else settings.baselines.get(self.case_id)
         floor = Floor(
             case.floor,
             applies_here=any(c.includes(settings.device) for c in case.floor_applies_on),
@@ -234,6 +236,9 @@ class CaseRunner:
         phase.enter("verdict")
         gpu_end = gpu.read() if gpu else None
         notes = [note for note in (clock_note(gpu_start, gpu_end), gpu.problem if gpu else None) if note]
+        load = os.getloadavg()[0]
+        if load > (os.cpu_count() or 1):
+            notes.append(f"machine busy: load {load:.1f} on {os.cpu_count()} CPUs, timings perturbed")
         if settings.plant_slowdown:
             notes.append(f"calibration: optimized calls made {settings.plant_slowdown:.0%} slower on purpose")
         return Measured(
@@ -264,9 +269,6 @@ class CaseRunner:
             )
             # With history the regression test weighs the wide interval itself; without, nothing backs a pass.
             (verdict.notes if has_history else verdict.inconclusive).append(missed)
-        load = os.getloadavg()[0]
-        if load > (os.cpu_count() or 1):
-            verdict.notes.append(f"machine busy: load {load:.1f} on {os.cpu_count()} CPUs, timings perturbed")
         if warmup.pairs and not warmup.settled:
             verdict.notes.append(f"warm-up did not settle in {warmup.pairs} rounds")
         if case.expect_compiled and not warmup.first.compile.compiled:
@@ -320,7 +322,9 @@ class Measured:
     independent_ratios: list[float] | None
     notes: list[str]
 
-    def record(self, verdict: Verdict, confirmations: list[Confirmation]) -> dict[str, Any]:
+    def record(
+        self, verdict: Verdict, baseline: dict[str, Any] | None, confirmations: list[Confirmation]
+    ) -> dict[str, Any]:
         runner, settings = self.runner, self.runner.settings
         return build_record(
             case_id=runner.case_id,
@@ -340,9 +344,7 @@ class Measured:
             memory=self.memory,
             floor=self.case.floor,
             ceiling=self.case.ceiling,
-            baseline=gate_baseline_summary(
-                None if settings.update_baselines else settings.baselines.get(runner.case_id)
-            ),
+            baseline=baseline,
             verdict=verdict,
             confirmations=[c.speedup.as_dict() if c.speedup else None for c in confirmations],
             details=self.details,

@@ -8,7 +8,7 @@ import torch
 from optbench.cache_flush import CacheFlush, last_level_cache_bytes
 from optbench.clock import DeviceClock
 from optbench.gpu_clocks import GpuClocks, GpuState, clock_note
-from optbench.measurement import MIN_BLOCK_CALLS, Blocks, block_calls, first_calls, warm_up
+from optbench.measurement import MIN_BLOCK_CALLS, Blocks, block_calls, first_calls, paired_rounds, warm_up
 from optbench.profiles import PROFILES
 
 SMOKE = PROFILES["smoke"]
@@ -77,8 +77,9 @@ def test_cuda_blocks_are_timed_by_events_and_by_the_host(monkeypatch):
     measured = clock.time_block(lambda: None, calls=4)
     assert measured.host_s == pytest.approx(0.003) and measured.device_s == pytest.approx(0.002)
     assert len(synchronized) == 2  # before the block and after its last call, not after every call
-    clock.block(lambda: None, calls=2)()
-    assert clock.device_times == [pytest.approx(0.004)]
+    events = clock.events()
+    clock.block(lambda: None, calls=2, events=iter([events]))()
+    assert events.seconds_per_call(2) == pytest.approx(0.004)
 
 
 def fake_nvml(sm_clocks, reasons=0, fail_init=False):
@@ -125,3 +126,40 @@ def test_missing_nvml_is_said_once_and_reads_nothing(fake_gpu):
     clocks = GpuClocks(fake_gpu, nvml=fake_nvml([], fail_init=True))
     assert clocks.read() is None
     assert clocks.problem.startswith("NVML unavailable (NVML Shared Library Not Found)")
+
+
+class FakeBenchmark:
+    """pytest-benchmark's pedantic as far as paired_rounds uses it: setup, timed target, teardown per round."""
+
+    def __init__(self):
+        self.stats = types.SimpleNamespace(stats=types.SimpleNamespace(data=[]), iterations=1)
+        self.timing = False
+
+    def pedantic(self, target, setup, teardown, rounds):
+        for _ in range(rounds):
+            setup()
+            self.timing = True
+            target()
+            self.timing = False
+            self.stats.stats.data.append(0.008)
+            teardown()
+
+
+def test_optimized_blocks_time_no_event_bookkeeping(monkeypatch):
+    benchmark = FakeBenchmark()
+
+    class WatchedEvent(FakeEvent):
+        def __init__(self, enable_timing):
+            assert not benchmark.timing, "an event was made inside the timed block"
+            super().__init__(enable_timing)
+
+        def elapsed_time(self, end):
+            assert not benchmark.timing, "an event was read inside the timed block"
+            return super().elapsed_time(end)
+
+    monkeypatch.setattr(torch.cuda, "Event", WatchedEvent)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
+    blocks = Blocks(DeviceClock(torch.device("cuda", 0)), calls=4)
+    rounds = paired_rounds(benchmark, lambda: None, lambda: None, blocks, rounds=4)
+    assert rounds.optimized_s == [0.002] * 4 and benchmark.stats.iterations == 4
+    assert rounds.optimized_device_s == [pytest.approx(0.002)] * 4 and len(rounds.reference_device_s) == 4

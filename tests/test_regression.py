@@ -103,3 +103,13 @@ def test_two_runs_are_compared_with_the_same_test_both_ways():
     assert compare(before, interval(0.4 - 0.3, 0.01), 0.02**2, 0.02, 10, 0.05).significant
     assert compare(before, interval(0.4 + 0.3, 0.01), 0.02**2, 0.02, 10, 0.05).significant
     assert not compare(before, interval(0.42, 0.01), 0.02**2, 0.02, 10, 0.05).significant
+
+
+def test_a_measurably_small_slowdown_is_a_pass_not_a_reason_to_confirm():
+    """3% slower, beyond the noise but bounded below the 5% minimum effect: nothing a rerun could change."""
+    rng = np.random.default_rng(6)
+    steady = history(rng, tau=0.002, within=0.002, runs=20)
+    decision = decide([interval(0.4 - math.log1p(0.03), 0.002)], steady, 0.002**2, 0.02, 30, 0.05, 2)
+    assert decision.outcome == "pass" and 0.02 < decision.slowdown < 0.04
+    possible = decide([interval(0.4 - math.log1p(0.045), 0.01)], steady, 0.002**2, 0.02, 30, 0.05, 2)
+    assert possible.outcome == "inconclusive"
