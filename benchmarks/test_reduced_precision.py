@@ -35,7 +35,7 @@ def test_reduced_precision(optbench, workload, dtype, profile):
                 reference=lambda: fp32(inputs),
                 optimized=lambda: reduced(reduced_inputs),
                 fp64_output=workload.fp64_output,
-                accuracy=ReducedPrecision(),
+                accuracy=ReducedPrecision(format_output=workload.format_output(dtype)),
                 floor=FLOORS[workload.name][profile.name],
                 floor_applies_on=PAYS_ON[dtype],
                 requires=Requires(dtype=dtype),

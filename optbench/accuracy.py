@@ -7,11 +7,13 @@ headline figure that is reported, stored in baselines and watched for drift.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import torch
-from torch.utils._pytree import tree_leaves
+from torch.overrides import TorchFunctionMode
+from torch.utils._pytree import tree_leaves, tree_map
 
 
 @dataclass(frozen=True)
@@ -161,32 +163,77 @@ def relative_rmse(output: Any, target: Any) -> float:
     return rmse(output, target) / scale if scale else math.inf
 
 
+class FormatRounding(TorchFunctionMode):
+    """Rounds the floating-point result of every torch function to `dtype` and back: the format's own error.
+
+    A model run in fp64 under this mode, from weights and inputs rounded to
+    `dtype`, stores every intermediate as the reduced format would while
+    computing each operation exactly; what it loses against plain fp64 is the
+    error the format itself costs, with no kernel involved. Real reduced
+    precision kernels accumulate in fp32 and store in `dtype`, so their error
+    is of the same size: on CPU (bf16, random weights) 0.89x, 1.08x and 1.13x
+    of it for the smoke ResNet, ViT and one-image ViT.
+    """
+
+    def __init__(self, dtype: torch.dtype) -> None:
+        super().__init__()
+        self.dtype = dtype
+
+    def _round(self, value: Any) -> Any:
+        if isinstance(value, torch.Tensor) and value.is_floating_point():
+            return value.to(self.dtype).to(value.dtype)
+        return value
+
+    def __torch_function__(
+        self, func: Callable[..., Any], types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
+    ) -> Any:
+        return tree_map(self._round, func(*args, **(kwargs or {})))
+
+
+def format_rounded_output(model: torch.nn.Module, inputs: torch.Tensor, dtype: torch.dtype) -> Any:
+    """`model` (fp64, consumed) from weights and inputs rounded to `dtype`, every result rounded as it is made."""
+    with torch.no_grad():
+        for tensor in (*model.parameters(), *model.buffers()):
+            if tensor.is_floating_point():
+                tensor.copy_(tensor.to(dtype))
+    with torch.inference_mode(), FormatRounding(dtype):
+        return model(inputs.to(dtype).to(torch.float64))
+
+
 @dataclass(frozen=True)
 class ReducedPrecision:
     """Outputs computed in fewer bits: cosine to the reference, relative RMSE against fp64, top-1 agreement.
 
-    The fp64 check scales with the format: bf16 keeps 8 significant bits, so a
-    relative error near 1e-2 after a deep network is expected; fp32's own is
-    reported beside it so the two can be compared.
-
-    Calibrated on CPU against fp64 with the inference workloads' random weights
-    (relative RMSE / cosine to fp32 / top-1 agreement):
-    bf16: CIFAR ResNet18 (64 images) 0.0057 / 0.99998 / 1.0, ResNet50 at 224 0.0053 / 0.99999 / 1.0,
-    ViT smoke (64 images) 0.011 / 0.99994 / 0.984, ViT-B/16 0.013 / 0.99991 / 1.0;
-    fp16: 0.0039, 0.0045, 0.0058, 0.0061 with cosine >= 0.99998; fp32 itself about 1e-6.
-    The defaults leave about 4x the worst of these, and the cosine limit is
-    the one the seed's readers use. 0.75 top-1 allows two flipped rows of
-    eight; the flip rate measured was at most one row in 64.
+    With `format_output` (the model run under `FormatRounding` for the
+    optimized dtype), the fp64 limit is `format_multiplier` times the format's
+    own error, as PyTorch's dynamo harness holds a result to a multiple of its
+    reference's error against fp64. Measured on CPU against fp64 (bf16, random
+    weights, 1 and 2 threads alike): kernels 0.89-1.13x of the format's error,
+    the same outputs 1% off (scaled by 1.01) 1.54-1.95x; 1.5 passes the first
+    and fails the second. `max_relative_rmse` stays as a ceiling and is the
+    limit where no format output is given (TF32, whose rounding sits inside
+    the kernels). Without it, the bf16 figures were: CIFAR ResNet18 (64
+    images) 0.0057, ResNet50 at 224 0.0053, ViT smoke 0.011, ViT-B/16 0.013;
+    fp16 0.0039-0.0061; fp32 itself about 1e-6. The cosine limit is the one
+    the seed's readers use; 0.75 top-1 allows two flipped rows of eight, where
+    the flip rate measured was at most one row in 64.
     """
 
     min_cosine: float = 0.99
     max_relative_rmse: float = 0.05
     min_top1: float | None = 0.75
+    format_output: Callable[[], Any] | None = None
+    format_multiplier: float = 1.5
 
     def __call__(self, reference: Any, optimized: Any, fp64: Any | None = None) -> Accuracy:
         checks = [Check("cosine", cosine_similarity(reference, optimized), self.min_cosine, lower_is_better=False)]
         if fp64 is not None:
-            checks.append(Check("rel_rmse_vs_fp64", relative_rmse(optimized, fp64), self.max_relative_rmse, True))
+            limit = self.max_relative_rmse
+            if self.format_output is not None:
+                format_error = relative_rmse(self.format_output(), fp64)
+                checks.append(Check("format_rel_rmse_vs_fp64", format_error, self.max_relative_rmse, True))
+                limit = min(limit, self.format_multiplier * format_error)
+            checks.insert(1, Check("rel_rmse_vs_fp64", relative_rmse(optimized, fp64), limit, True))
             checks.append(Check("fp32_rel_rmse_vs_fp64", relative_rmse(reference, fp64), self.max_relative_rmse, True))
         if self.min_top1 is not None:
             checks.append(Check("top1_agreement", top1_agreement(reference, optimized), self.min_top1, False))
@@ -204,31 +251,66 @@ class TrainingOutcome:
     """The trained parameters, compared bitwise where the optimization must not change a number."""
 
 
+def loss_path_deviation(optimized: TrainingOutcome, reference: TrainingOutcome) -> float:
+    """The largest gap between two loss trajectories, relative to the reference's mean loss."""
+    gap = float((optimized.losses.double() - reference.losses.double()).abs().max())
+    scale = float(reference.losses.double().abs().mean())
+    return gap / scale if scale else math.inf
+
+
 @dataclass(frozen=True)
 class TrainingAgreement:
     """Two training runs from one seed: the losses follow the same path and the optimized run learns as well.
 
-    `loss_tolerance` bounds the largest gap between the two loss trajectories,
-    relative to the reference's mean loss; 0 demands bitwise-identical losses
-    and parameters instead. Both runs must reach `min_accuracy` on held-out
-    data (well over chance, or the comparison proves nothing), and the
-    optimized one may trail the reference by at most `max_accuracy_drop`.
+    The loss path's limit bounds `loss_path_deviation`. With `jitter`, it is
+    `spread_multiplier` times the reference's natural spread: how far the
+    reference's own path moves when its initial weights are perturbed by
+    `jitter` (relatively, under a few seeds) or it runs on another thread
+    count, the largest of these, measured by `natural_spread` (bound by the
+    training fixture). Rounding differences grow chaotically over a run, so a
+    fixed limit is too tight for one workload or thread count and meaningless
+    for another. Measured on the smoke ResNet (AVX512-BF16 CPU, 2 threads /
+    1 thread): the fp32 path moved 0.05-0.28 / 0.07-0.21 under six seeds of
+    2^-8 jitter and 0.09 between thread counts; autocast-bf16 moved it 0.25 /
+    0.16, once-only jitter perturbing less than rounding at every step. Three
+    times the largest of six draws leaves room for that and for a machine
+    whose kernels round differently (0.37 / 0.47 on an AMX CPU against the
+    old fixed 0.4); a run that stops learning also fails the held-out checks.
+    On the smoke LN-MLP everything is 100x smaller (0.004 vs 0.002) and the
+    limit follows it. Without a bound spread the fixed `loss_tolerance` is
+    the limit; 0 demands bitwise-identical losses and parameters instead.
+    Both runs must reach `min_accuracy` on held-out data (well over chance,
+    or the comparison proves nothing), and the optimized one may trail the
+    reference by at most `max_accuracy_drop`.
     """
 
     loss_tolerance: float
     max_accuracy_drop: float = 0.05
     min_accuracy: float = 0.25
     """2.5x chance on 10 classes: over 5 standard deviations above what guessing scores on 160 images."""
+    jitter: float | None = None
+    spread_multiplier: float = 3.0
+    natural_spread: Callable[[float], float] | None = None
+    max_spread: float = 1.0
+    """A reference whose path moves by its mean loss under rounding-sized jitter is chaos: nothing to compare."""
 
-    def __call__(self, reference: TrainingOutcome, optimized: TrainingOutcome, fp64: Any | None = None) -> Accuracy:
-        if self.loss_tolerance == 0:
-            path = Exact()(
+    def _loss_path(self, reference: TrainingOutcome, optimized: TrainingOutcome) -> list[Check]:
+        if self.loss_tolerance == 0 and self.jitter is None:
+            identical = Exact()(
                 (reference.losses, *reference.parameters), (optimized.losses, *optimized.parameters)
             ).headline
-        else:
-            gap = float((optimized.losses.double() - reference.losses.double()).abs().max())
-            scale = float(reference.losses.double().abs().mean())
-            path = Check("loss_path_deviation", gap / scale if scale else math.inf, self.loss_tolerance, True)
+            return [identical]
+        deviation = loss_path_deviation(optimized, reference)
+        if self.jitter is None or self.natural_spread is None:
+            return [Check("loss_path_deviation", deviation, self.loss_tolerance, True)]
+        spread = self.natural_spread(self.jitter)
+        return [
+            Check("loss_path_deviation", deviation, self.spread_multiplier * spread, True),
+            Check("reference_loss_path_spread", spread, self.max_spread, True),
+        ]
+
+    def __call__(self, reference: TrainingOutcome, optimized: TrainingOutcome, fp64: Any | None = None) -> Accuracy:
+        path, *spread = self._loss_path(reference, optimized)
         drop = reference.heldout_accuracy - optimized.heldout_accuracy
         return Accuracy(
             (
@@ -236,6 +318,7 @@ class TrainingAgreement:
                 Check("heldout_accuracy_drop", drop, self.max_accuracy_drop, lower_is_better=True),
                 Check("heldout_accuracy", optimized.heldout_accuracy, self.min_accuracy, lower_is_better=False),
                 Check("reference_heldout_accuracy", reference.heldout_accuracy, self.min_accuracy, False),
+                *spread,
             )
         )
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import random
+import statistics
 import subprocess
 import sys
 import time
@@ -33,9 +34,10 @@ COMPARE_FAIL = 0.10
 
 @dataclass(frozen=True)
 class RunResult:
-    """One process's outcome: each case's verdict status and its optimized median time per call."""
+    """One process's outcome per case: verdict status, minimum detectable slowdown, optimized median per call."""
 
     statuses: dict[str, str]
+    detectable: dict[str, float]
     medians: dict[str, float]
 
 
@@ -54,8 +56,10 @@ def _pytest(
     if benchmark_json.exists():
         for bench in json.loads(benchmark_json.read_text())["benchmarks"]:
             medians[bench["fullname"]] = bench["stats"]["median"]
+    timed = [r for r in records if r.get("speedup")]
     return RunResult(
-        statuses={r["case"]: r["verdict"]["status"] for r in records if r.get("speedup")},
+        statuses={r["case"]: r["verdict"]["status"] for r in timed},
+        detectable={r["case"]: d["minimum_detectable_slowdown"] for r in timed if (d := r["gate"]["decision"])},
         medians=medians,
     )
 
@@ -97,6 +101,7 @@ class Calibration:
     levels: list[Level]
     saved: dict[str, float]
     per_case: dict[tuple[str, float], list[str]]
+    detectable: dict[str, list[float]]
     wall_s: float
 
 
@@ -119,12 +124,16 @@ def calibrate(
     random.Random(seed).shuffle(schedule)
     levels = {slowdown: Level(slowdown) for slowdown in slowdowns}
     per_case: dict[tuple[str, float], list[str]] = {}
+    detectable: dict[str, list[float]] = {}
     for index, slowdown in enumerate(schedule):
         run = _pytest(root, tests, expression, workdir / f"run-{index}", *baselines, slowdown=slowdown)
         levels[slowdown].runs.append(run)
         for case, status in run.statuses.items():
             per_case.setdefault((case, slowdown), []).append(status)
-    return Calibration(list(levels.values()), last.medians if last else {}, per_case, time.monotonic() - started)
+        for case, smallest in run.detectable.items():
+            detectable.setdefault(case, []).append(smallest)
+    saved = last.medians if last else {}
+    return Calibration(list(levels.values()), saved, per_case, detectable, time.monotonic() - started)
 
 
 def calibration_markdown(calibration: Calibration) -> str:
@@ -150,10 +159,15 @@ def calibration_markdown(calibration: Calibration) -> str:
                 else "-"
                 for s in slowdowns
             ),
+            f"{statistics.median(smallest):.0%}" if (smallest := calibration.detectable.get(case)) else "-",
         ]
         for case in cases
     ]
-    case_headers = ["case", *("unchanged" if s == 0 else f"{s:.0%} slower" for s in slowdowns)]
+    case_headers = [
+        "case",
+        *("unchanged" if s == 0 else f"{s:.0%} slower" for s in slowdowns),
+        "min detectable (median)",
+    ]
     return (
         markdown_table(rows, headers)
         + "\n\nFailing verdicts per case:\n\n"

@@ -1,7 +1,8 @@
 import pytest
 import torch
 
-from optbench.accuracy import Close, Exact, ReducedPrecision, tensors
+from fixtures.models import inference_workload
+from optbench.accuracy import Close, Exact, FormatRounding, ReducedPrecision, tensors
 
 
 def test_exact_passes_identical_and_fails_one_ulp():
@@ -57,3 +58,34 @@ def test_tensors_flattens_nested_outputs():
 def test_shape_mismatch_is_an_error_not_a_pass():
     with pytest.raises(ValueError, match="shape mismatch"):
         Exact()(torch.ones(2, 3), torch.ones(3, 2))
+
+
+def test_format_rounding_stores_every_result_in_the_format():
+    a, b = torch.randn(16, 16, dtype=torch.float64), torch.randn(16, 16, dtype=torch.float64)
+    with FormatRounding(torch.bfloat16):
+        product = torch.relu(a @ b)
+    assert product.dtype == torch.float64
+    assert torch.equal(product, torch.relu((a @ b).to(torch.bfloat16).double()))
+    assert not torch.equal(product, torch.relu(a @ b))
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_bf16_passes_its_format_limit_and_a_one_percent_miscompile_fails(threads):
+    """The real bf16 ResNet against 1.5x the error bf16 costs by itself, at 1 and 2 threads."""
+    workload = inference_workload("resnet", "smoke", torch.device("cpu"))
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        with torch.inference_mode():
+            fp32 = workload.model()(workload.inputs)
+            bf16 = workload.model(torch.bfloat16)(workload.inputs_as(torch.bfloat16))
+        fp64 = workload.fp64_output()
+        comparator = ReducedPrecision(format_output=workload.format_output(torch.bfloat16))
+        result = comparator(fp32, bf16, fp64)
+        miscompiled = comparator(fp32, bf16.double() * 1.01, fp64)
+    finally:
+        torch.set_num_threads(previous)
+    assert result.passed, result.checks
+    limit = next(check for check in result.checks if check.metric == "rel_rmse_vs_fp64").limit
+    assert limit < ReducedPrecision().max_relative_rmse / 4  # the format's limit, not the old fixed ceiling
+    assert [check.metric for check in miscompiled.failures] == ["rel_rmse_vs_fp64"]

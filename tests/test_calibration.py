@@ -1,5 +1,6 @@
 """A fast run of the calibration experiment: separate processes, planted slowdowns, verdicts read from records."""
 
+import re
 from pathlib import Path
 
 from synthetic import HALF_THE_WORK
@@ -25,3 +26,5 @@ def test_history_then_shuffled_levels_in_fresh_processes(tmp_path):
     table = calibration_markdown(result)
     assert "| none (false alarms) | 2 | 0/2 (0%, 95% CI 0%-84%) |" in table
     assert "| 60% | 2 | 2/2 (100%, 95% CI 16%-100%) |" in table
+    assert "min detectable (median)" in table
+    assert re.search(r"\| 0/2 \| 2/2 \| \d+% \|", table), table

@@ -4,8 +4,9 @@ import pytest
 import torch
 
 from fixtures.data import load_cifar10, synthetic_cifar, synthetic_split
-from fixtures.training import OFF, TrainingSpec, TrainingWorkload, wide_mlp
+from fixtures.training import MIXED_PRECISION, OFF, SPECS, TrainingSpec, TrainingWorkload, wide_mlp
 from optbench.accuracy import TrainingAgreement, TrainingOutcome
+from optbench.hardware import dtype_unsupported_reason
 
 TINY = TrainingSpec(lambda: wide_mlp(128), batch_size=16, steps_per_epoch=12, epochs=2, heldout_size=200)
 
@@ -78,6 +79,49 @@ def test_exact_training_agreement_catches_one_ulp_in_a_parameter():
     nudged = outcome([2.3, 1.0], 0.8, parameter=float(torch.nextafter(torch.tensor(1.0), torch.tensor(2.0))))
     result = TrainingAgreement(loss_tolerance=0)(reference, nudged)
     assert result.headline.metric == "max_abs_diff" and not result.headline.passed
+
+
+def test_natural_spread_sets_the_loss_limit():
+    reference = outcome([2.0, 1.0, 0.5, 0.5], 0.8)
+    moved = outcome([2.0, 1.3, 0.5, 0.5], 0.8)  # the path moved by 0.3 / 1.0
+    asked: list[float] = []
+
+    def spread_of(value):
+        return lambda jitter: asked.append(jitter) or value
+
+    tight = TrainingAgreement(loss_tolerance=0.4, jitter=2**-8, natural_spread=spread_of(0.09))(reference, moved)
+    assert [check.metric for check in tight.failures] == ["loss_path_deviation"]
+    assert tight.headline.limit == pytest.approx(0.27) and asked == [2**-8]
+    assert TrainingAgreement(loss_tolerance=0.1, jitter=2**-8, natural_spread=spread_of(0.2))(reference, moved).passed
+    chaotic = TrainingAgreement(loss_tolerance=0.4, jitter=2**-8, natural_spread=spread_of(1.5))(reference, moved)
+    assert [check.metric for check in chaotic.failures] == ["reference_loss_path_spread"]
+
+
+def test_natural_spread_measures_jittered_and_rethreaded_runs_once():
+    workload = tiny_workload()
+    threads = torch.get_num_threads()
+    spread = workload.natural_spread(OFF, 2**-8)
+    assert 0 < spread < 1
+    assert torch.get_num_threads() == threads
+    assert workload.natural_spread(OFF, 2**-8) == spread and len(workload.spreads) == 1
+    assert workload.natural_spread(OFF, 2**-4) > spread  # larger perturbations move the path further
+
+
+@pytest.mark.skipif(dtype_unsupported_reason(torch.bfloat16, torch.device("cpu")) is not None, reason="no native bf16")
+@pytest.mark.parametrize("threads", [1, 2])
+def test_autocast_bf16_resnet_stays_within_its_natural_spread_limit(threads):
+    """test_amp[bf16-resnet]'s accuracy at 1 and 2 threads, as the accuracy lane and a default run see it."""
+    spec = SPECS["resnet"]["smoke"]
+    workload = TrainingWorkload("resnet", spec, torch.device("cpu"), synthetic_split(96, 160, 0))
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        case = workload.case(replace(OFF, autocast=torch.bfloat16), accuracy=MIXED_PRECISION, floor=1, names=("a", "b"))
+        result = case.accuracy(case.reference_output(), case.optimized_output())
+    finally:
+        torch.set_num_threads(previous)
+    assert result.passed, result.checks
+    assert result.headline.limit == pytest.approx(MIXED_PRECISION.spread_multiplier * result.checks[-1].value)
 
 
 @pytest.mark.parametrize("make", [lambda tmp: tmp / "missing", lambda tmp: tmp], ids=["missing", "empty"])
