@@ -1,9 +1,11 @@
 """Commands: `report RUN.json [...]` (cross-run report and plot), `agree` (suite vs an independent timer),
-and `calibrate` (the gate's error rates)."""
+`calibrate` (the gate's error rates), `history add|show` (the nightly history) and `changes` (its change
+points, with the nightly's alert)."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import tempfile
@@ -11,9 +13,13 @@ from pathlib import Path
 
 from .agreement import Agreement, agreement_markdown
 from .calibration import calibrate, calibration_markdown
+from .changes import RECENT_NIGHTS, alert_markdown, case_changes
 from .crossrun import crossrun_markdown, plot_speedups
+from .history import HistoryError, Night, add_run, history_table, read_history, series
 from .record import read_records
 from .runs import RunFileError, load_run
+
+DEFAULT_HISTORY = Path("optbench-history.jsonl")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -38,11 +44,37 @@ def main(argv: list[str] | None = None) -> int:
     calibrate.add_argument("--tests", default="benchmarks", help="what pytest runs (default: the catalogue)")
     calibrate.add_argument("--workdir", type=Path, default=None, help="keep every run's records here")
     calibrate.add_argument("--output", type=Path, default=Path("calibration.md"))
+    history = commands.add_parser("history", help="the nightly history: add a run, show the cases")
+    history_commands = history.add_subparsers(dest="history_command", required=True)
+    add = history_commands.add_parser("add", help="append a run's per-case results (pytest-benchmark JSON)")
+    add.add_argument("run", type=Path)
+    add.add_argument("--history", type=Path, default=DEFAULT_HISTORY)
+    show = history_commands.add_parser("show", help="each case's nights and its newest result")
+    show.add_argument("-k", dest="expression", default=None, help="keep cases whose id contains every word")
+    show.add_argument("--history", type=Path, default=DEFAULT_HISTORY)
+    changes = commands.add_parser("changes", help="change points in each case's nightly series")
+    changes.add_argument("history", type=Path)
+    changes.add_argument("-k", dest="expression", default=None, help="keep cases whose id contains every word")
+    changes.add_argument("--recent", type=int, default=RECENT_NIGHTS, help="nights that count as news")
+    changes.add_argument(
+        "--summary", type=Path, default=None, help="append the alert block here (default: $GITHUB_STEP_SUMMARY)"
+    )
+    dashboard = commands.add_parser("dashboard", help="a static trend page over a nightly history")
+    dashboard.add_argument("history", type=Path)
+    dashboard.add_argument("--output", type=Path, default=Path("optbench-dashboard"))
+    dashboard.add_argument("--recent", type=int, default=RECENT_NIGHTS, help="nights that count as news")
     arguments = parser.parse_args(argv)
     if arguments.command == "calibrate":
         return _calibrate(arguments)
     if arguments.command == "agree":
         return _agree(arguments)
+    if arguments.command in ("history", "changes", "dashboard"):
+        handlers = {"history": _history, "changes": _changes, "dashboard": _dashboard}
+        try:
+            return handlers[arguments.command](arguments)
+        except (HistoryError, RunFileError) as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
     try:
         runs = [load_run(path) for path in arguments.runs]
     except RunFileError as error:
@@ -55,6 +87,51 @@ def main(argv: list[str] | None = None) -> int:
     print(markdown)
     print(f"wrote {arguments.output / 'report.md'} and {arguments.output / 'speedup.png'}")
     return 0
+
+
+def _history(arguments: argparse.Namespace) -> int:
+    if arguments.history_command == "show":
+        print(history_table(read_history(arguments.history), arguments.expression))
+        return 0
+    added, warning = add_run(arguments.history, load_run(arguments.run))
+    if warning:
+        print(f"warning: {warning}", file=sys.stderr)
+    else:
+        print(f"added {added} case results from {arguments.run} to {arguments.history}")
+    return 0
+
+
+def _existing_history(path: Path) -> list[Night]:
+    if not path.exists():
+        raise HistoryError(f"{path}: no such history; build one with `python -m optbench history add`")
+    return read_history(path)
+
+
+def _dashboard(arguments: argparse.Namespace) -> int:
+    from .dashboard import write_dashboard  # draws with matplotlib, the `report` extra
+
+    page = write_dashboard(_existing_history(arguments.history), arguments.output, arguments.recent)
+    print(f"wrote {page}")
+    return 0
+
+
+def _changes(arguments: argparse.Namespace) -> int:
+    found = [
+        change
+        for case, nights in series(_existing_history(arguments.history), arguments.expression).items()
+        for change in case_changes(case, nights)
+    ]
+    for change in found:
+        print(change.text())
+    block, failing = alert_markdown(found, arguments.recent)
+    print(block)
+    summary = arguments.summary or (
+        Path(os.environ["GITHUB_STEP_SUMMARY"]) if "GITHUB_STEP_SUMMARY" in os.environ else None
+    )
+    if summary is not None:
+        with open(summary, "a") as stream:
+            stream.write(block)
+    return 1 if failing else 0
 
 
 def _agree(arguments: argparse.Namespace) -> int:

@@ -158,7 +158,7 @@ def read_baseline_file(path: Path) -> tuple[dict[str, Any], dict[str, Baseline]]
 
 
 @contextmanager
-def _locked(path: Path) -> Iterator[None]:
+def locked(path: Path) -> Iterator[None]:
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path.with_name(path.name + ".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -169,11 +169,15 @@ def _locked(path: Path) -> Iterator[None]:
 
 
 def write_json_atomically(path: Path, document: dict[str, Any]) -> None:
+    write_text_atomically(path, json.dumps(document, indent=2, sort_keys=True) + "\n")
+
+
+def write_text_atomically(path: Path, text: str) -> None:
+    """`path` holds either its old text or `text`, never a part: a temporary file, fsynced, then renamed."""
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(handle, "w") as stream:
-            json.dump(document, stream, indent=2, sort_keys=True)
-            stream.write("\n")
+            stream.write(text)
             stream.flush()
             os.fsync(stream.fileno())
         os.replace(temporary, path)
@@ -225,7 +229,7 @@ class BaselineStore:
         cuda: str | None = None,
     ) -> Baseline:
         """Append one recording to the case's history (the last KEEP are kept), leaving every other entry as it is."""
-        with _locked(self.path):
+        with locked(self.path):
             if self.path.exists():
                 _, cases = read_baseline_file(self.path)
             else:

@@ -20,6 +20,7 @@ class Run:
     environment_key: str
     torch: str
     datetime: str
+    commit: str | None
     records: dict[str, dict[str, Any]]
     """Records by case id."""
 
@@ -48,5 +49,6 @@ def load_run(path: Path) -> Run:
         environment_key=machine.get("environment_key", "unknown environment"),
         torch=machine.get("torch", "unknown"),
         datetime=document.get("datetime", ""),
+        commit=(document.get("commit_info") or {}).get("id"),
         records=records,
     )

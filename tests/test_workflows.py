@@ -19,17 +19,47 @@ def commands(steps):
     return "\n".join(step.get("run", "") for step in steps)
 
 
-def test_nightly_runs_the_standard_profile_on_a_self_hosted_gpu_runner():
-    document, triggers, steps = load("nightly-gpu.yml")
+def test_nightly_runs_the_standard_profile_on_a_self_hosted_gpu_runner_per_gpu_kind():
+    document, triggers, _ = load("nightly-gpu.yml")
     assert "schedule" in triggers
-    (job,) = document["jobs"].values()
-    assert {"self-hosted", "gpu"} <= set(job["runs-on"])
+    job = document["jobs"]["standard-profile"]
+    kinds = job["strategy"]["matrix"]["gpu"]
+    assert len(kinds) >= 2 and job["strategy"]["fail-fast"] is False
+    assert {"self-hosted", "gpu", "${{ matrix.gpu }}"} <= set(job["runs-on"])
+    steps = job["steps"]
     script = commands(steps)
     assert "--profile standard" in script and "--benchmark-autosave" in script
     assert "python -m optbench report" in script and "GITHUB_STEP_SUMMARY" in script
-    assert any(step.get("uses", "").startswith("actions/upload-artifact") for step in steps)
-    assert any("gh run download" in step.get("run", "") for step in steps)
-    assert steps[-1]["if"] == "steps.bench.outcome != 'success'" and "exit 1" in steps[-1]["run"]
+    assert "gh run download" in script
+    assert steps[-1]["if"] == "steps.bench.outcome != 'success' || steps.changes.outcome != 'success'"
+    assert "exit 1" in steps[-1]["run"]
+
+
+def test_each_gpu_kind_carries_its_history_and_is_checked_for_change_points():
+    document, _, _ = load("nightly-gpu.yml")
+    steps = document["jobs"]["standard-profile"]["steps"]
+    uploads = {
+        step["with"]["name"]: step for step in steps if step.get("uses", "").startswith("actions/upload-artifact")
+    }
+    assert set(uploads) == {"nightly-results-${{ matrix.gpu }}", "nightly-history-${{ matrix.gpu }}"}
+    assert all(step["if"] == "always()" for step in uploads.values())
+    fetch = next(step for step in steps if "gh run download" in step.get("run", ""))
+    assert '--name "nightly-history-${{ matrix.gpu }}"' in fetch["run"]
+    changes = next(step for step in steps if step.get("id") == "changes")
+    assert "optbench history add" in changes["run"] and "optbench changes" in changes["run"]
+    assert steps.index(changes) < steps.index(uploads["nightly-history-${{ matrix.gpu }}"])
+
+
+def test_fan_in_reports_across_gpu_kinds_after_every_matrix_job():
+    document, _, _ = load("nightly-gpu.yml")
+    fan_in = document["jobs"]["across-gpus"]
+    assert fan_in["needs"] == "standard-profile" and fan_in["if"] == "always()"
+    download = next(step for step in fan_in["steps"] if step.get("uses", "").startswith("actions/download-artifact"))
+    assert download["with"]["pattern"] == "nightly-*"
+    script = commands(fan_in["steps"])
+    assert "optbench report nightly/nightly-results-*/run.json" in script and "optbench changes" in script
+    assert "optbench dashboard" in script and "Trend pages" in script
+    assert any(step.get("uses", "").startswith("actions/upload-artifact") for step in fan_in["steps"])
 
 
 def test_pull_requests_run_the_readme_test_command():

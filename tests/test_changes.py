@@ -1,0 +1,111 @@
+"""Change points on 90-night histories resampled from real unchanged runs of this machine, with planted steps."""
+
+import json
+from dataclasses import asdict, replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from optbench.__main__ import main
+from optbench.changes import alert_markdown, case_changes
+from optbench.history import read_history, series
+
+REAL = series(read_history(Path(__file__).parent / "data" / "epyc-bf16-unchanged-nights.jsonl"))
+"""15 unchanged smoke runs (10 recordings, 5 gated runs) of six cases, in separate processes."""
+QUIET = [case for case in REAL if not any(noisy in case for noisy in ("training_stack", "zero_grad"))]
+"""Cases whose speedup moves 1-3% between runs; the other two move 7% and 20%, see optbench.changes."""
+NIGHTS = 90
+SEEDS = range(10)
+
+
+def history(case, seed, factor=lambda night: 1.0):
+    """`NIGHTS` nights drawn from the case's real runs, each night's speedup scaled by `factor(night)`."""
+    real = REAL[case]
+    draws = np.random.default_rng(seed).integers(0, len(real), NIGHTS)
+    return [
+        replace(
+            real[j],
+            run=f"2026-{night:03d}",
+            commit=f"{night:08x}" + "0" * 32,
+            speedup=real[j].speedup * factor(night),
+            low=real[j].low * factor(night),
+            high=real[j].high * factor(night),
+        )
+        for night, j in enumerate(draws)
+    ]
+
+
+def confirmed(case, nights):
+    return [change for change in case_changes(case, nights) if change.confirmed]
+
+
+def test_real_histories_cover_six_cases():
+    assert len(REAL) == 6 and all(len(nights) == 15 for nights in REAL.values())
+    assert len(QUIET) == 4
+
+
+@pytest.mark.parametrize("step", [0.1, 0.2])
+@pytest.mark.parametrize("case", QUIET, ids=lambda case: case.split("::")[-1])
+def test_a_step_of_10_percent_or_more_is_found_within_one_night(case, step):
+    for seed in SEEDS:
+        nights = history(case, seed, lambda night: 1 - step if night >= 45 else 1.0)
+        (change,) = confirmed(case, nights)
+        assert abs(change.index - 45) <= 1, (seed, change.text())
+        assert change.low <= change.size <= change.high and change.high < 0
+        assert change.size == pytest.approx(-step, abs=0.04)
+        assert change.after.commit == nights[change.index].commit and change.nights_before >= 4
+
+
+@pytest.mark.parametrize("case", QUIET, ids=lambda case: case.split("::")[-1])
+def test_a_5_percent_step_is_found_near_where_it_landed(case):
+    found = [confirmed(case, history(case, seed, lambda night: 0.95 if night >= 45 else 1.0)) for seed in SEEDS]
+    assert sum(any(abs(c.index - 45) <= 3 for c in changes) for changes in found) >= 7
+
+
+@pytest.mark.parametrize("case", list(REAL), ids=lambda case: case.split("::")[-1])
+def test_flat_series_with_single_outlier_nights_report_nothing(case):
+    outliers = {10: 0.6, 40: 1.5, 70: 0.5}
+    for seed in SEEDS:
+        assert confirmed(case, history(case, seed, lambda night: outliers.get(night, 1.0))) == [], seed
+
+
+@pytest.mark.parametrize("case", QUIET, ids=lambda case: case.split("::")[-1])
+def test_a_slow_drift_shows_as_slowdowns_only(case):
+    for seed in SEEDS:
+        changes = confirmed(case, history(case, seed, lambda night: 1 - 0.2 * night / NIGHTS))
+        assert changes and all(change.size < 0 for change in changes), seed
+
+
+@pytest.mark.parametrize("case", QUIET, ids=lambda case: case.split("::")[-1])
+def test_a_series_that_changes_twice_gives_both_changes(case):
+    for seed in SEEDS:
+        nights = history(case, seed, lambda night: 0.85 if 30 <= night < 60 else 1.0)
+        first, second = confirmed(case, nights)
+        assert abs(first.index - 30) <= 1 and first.size < 0
+        assert abs(second.index - 60) <= 1 and second.size > 0
+
+
+def test_a_confirmed_change_in_the_last_nights_alerts_and_an_older_one_does_not():
+    case = QUIET[0]
+    late = history(case, 0, lambda night: 0.85 if night >= NIGHTS - 5 else 1.0)
+    block, failing = alert_markdown(case_changes(case, late), recent=7)
+    assert failing and "Confirmed (this fails the job)" in block and "15" in block
+    old = history(case, 0, lambda night: 0.85 if night >= 40 else 1.0)
+    block, failing = alert_markdown(case_changes(case, old), recent=7)
+    assert not failing and block.endswith("none\n")
+
+
+def test_changes_command_fails_the_job_on_news_and_writes_the_summary(tmp_path, capsys):
+    case = QUIET[0]
+    path = tmp_path / "history.jsonl"
+    nights = history(case, 1, lambda night: 0.85 if night >= NIGHTS - 6 else 1.0)
+    path.write_text("".join(json.dumps(asdict(night)) + "\n" for night in nights))
+    summary = tmp_path / "summary.md"
+    assert main(["changes", str(path), "--summary", str(summary)]) == 1
+    written = summary.read_text()
+    assert written.startswith("## Change points in the last 7 nights") and "Confirmed" in written
+    assert f"from night {nights[-6].run}" in written
+    assert main(["changes", str(path), "--recent", "3", "--summary", str(summary)]) == 0
+    assert main(["changes", str(tmp_path / "missing.jsonl")]) == 2
+    assert "no such history" in capsys.readouterr().err
