@@ -38,11 +38,10 @@ def test_crash_mid_write_leaves_old_file_intact(tmp_path, monkeypatch):
     record(store, "smoke:a")
     before = store.path.read_text()
 
-    def dump_then_die(document, stream, **kwargs):
-        stream.write('{"schema": 1, "cases": {"smoke:a": ')
-        raise KeyboardInterrupt
+    def killed_before_the_rename(descriptor):
+        raise KeyboardInterrupt  # the new text is in the temporary file, not yet in place
 
-    monkeypatch.setattr(baselines.json, "dump", dump_then_die)
+    monkeypatch.setattr(baselines.os, "fsync", killed_before_the_rename)
     with pytest.raises(KeyboardInterrupt):
         record(store, "smoke:b")
     assert store.path.read_text() == before
