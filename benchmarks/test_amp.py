@@ -34,5 +34,6 @@ def test_amp(optbench, training, dtype):
             floor_applies_on=PAYS_ON[dtype],
             requires=DTYPES[dtype],
             names=("fp32", f"autocast:{dtype_name(dtype)}"),
+            variant=f"autocast:{dtype_name(dtype)}",
         )
     )

@@ -40,5 +40,6 @@ def test_channels_last(optbench, workload, dtype, profile):
                 floor=FLOORS[dtype][profile.name],
                 requires=Requires(dtype=dtype),
                 names=(f"{dtype_name(dtype)} NCHW", f"{dtype_name(dtype)} channels_last"),
+                variant=f"channels_last:{dtype_name(dtype)}",
             )
         )

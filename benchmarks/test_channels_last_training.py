@@ -21,5 +21,6 @@ def test_channels_last_training(optbench, training):
             accuracy=REORDERED_FP32,
             floor=0.75,
             names=("contiguous", "channels_last"),
+            variant="channels_last",
         )
     )

@@ -61,6 +61,7 @@ def test_compile(optbench, workload, mode):
                 floor=FLOORS[workload.name],
                 requires=requirement(mode, workload.name),
                 names=("eager", f"compile:{mode}"),
+                variant=f"compile:{mode}",
                 expect_compiled=True,
             )
         )

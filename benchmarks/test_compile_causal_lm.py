@@ -25,7 +25,8 @@ from transformers import CompileConfig
 
 from fixtures.causal_lm import latency_split, median_split, run_counting_compiled_regions, tokens_and_logits
 from optbench import Case, Requires
-from optbench.accuracy import TokenAgreement
+from optbench.accuracy import Check, TokenAgreement
+from optbench.case import Observed
 from optbench.clock import DeviceClock
 
 MODES = {"cpu": "default", "cuda": "reduce-overhead"}
@@ -107,7 +108,7 @@ def prefill_and_decode(workload, variants, device):
     return details
 
 
-def generation_case(workload, names, reference, optimized, device, more_details=dict, **case):
+def generation_case(workload, names, reference, optimized, device, more_details=dict, checks=(), **case):
     def compared(generate):
         output = generate(return_dict_in_generate=True, output_logits=True)
         return tokens_and_logits(output, workload.prompt_tokens)
@@ -124,17 +125,28 @@ def generation_case(workload, names, reference, optimized, device, more_details=
             **prefill_and_decode(workload, dict(zip(names, (reference, optimized), strict=True)), device),
             **more_details(),
         },
+        checks=(stays_eager(names[0]), *checks),
         **case,
     )
 
 
-def regions_per_generate(record, variant):
-    return record["details"][variant]["compiled_regions_per_generate"]
+def compiled_regions(variant, limit, at_least):
+    """A check on how often `variant` entered compiled code in one profiled generate (from the case's details)."""
+
+    def check(observed: Observed) -> Check:
+        regions = observed.details[variant]["compiled_regions_per_generate"]
+        return Check(f"{variant}: compiled regions per generate", regions, limit, lower_is_better=not at_least)
+
+    return check
 
 
-def fail_unless_reference_eager(record):
-    if regions := regions_per_generate(record, "eager"):
-        pytest.fail(f"the eager reference entered compiled code {regions} times per generate")
+def stays_eager(variant):
+    return compiled_regions(variant, limit=0, at_least=False)
+
+
+def compiled_nothing(observed: Observed) -> Check:
+    """The seed's code must stay eager; if it starts compiling, time it as a compiled variant instead."""
+    return Check("seed code: graphs compiled in its first call", observed.compile.graphs, 0, lower_is_better=True)
 
 
 @pytest.mark.parametrize("prompt", ["short", "long"])
@@ -143,7 +155,7 @@ def test_compiled_decoding(optbench, causal_lm, device, batch, prompt):
     model = causal_lm.build()
     compiled = CompiledDecoding(causal_lm, model, MODES[device.type])
     names = ("eager", f"compile:{compiled.mode}")
-    record = optbench.run(
+    optbench.run(
         generation_case(
             causal_lm,
             names,
@@ -151,15 +163,14 @@ def test_compiled_decoding(optbench, causal_lm, device, batch, prompt):
             compiled,
             device,
             more_details=lambda: {"compile": compiled.outcome()},
+            # Every decode step after the first token must run the compiled step.
+            checks=(compiled_regions(names[1], limit=causal_lm.new_tokens - 1, at_least=True),),
             floor=FLOORS[device.type],
+            variant=f"compile:{compiled.mode}",
             expect_compiled=True,
             requires=Requires(profiles=None if (batch, prompt) in SMOKE_GRID else ("standard",)),
         )
     )
-    fail_unless_reference_eager(record)
-    regions, decode_steps = regions_per_generate(record, names[1]), causal_lm.new_tokens - 1
-    if regions < decode_steps:
-        pytest.fail(f"{names[1]} entered compiled code {regions} times per generate, in {decode_steps} decode steps")
 
 
 @pytest.mark.parametrize(("batch", "prompt"), [("single", "short")])
@@ -167,22 +178,17 @@ def test_seed_code(optbench, causal_lm, device, batch, prompt):
     model = causal_lm.build()
     wrapped = torch.compile(model, mode=MODES[device.type], fullgraph=True)
     names = ("eager", "seed:torch.compile(model).generate")
-    record = optbench.run(
+    optbench.run(
         generation_case(
             causal_lm,
             names,
             eager(causal_lm, model),
             lambda **settings: causal_lm.generate(wrapped, **settings),
             device,
+            checks=(stays_eager(names[1]), compiled_nothing),
             # The same eager work on both sides: a speedup either way would be noise or a changed path.
             floor=0.9,
             ceiling=1.1,
+            variant="seed-code",
         )
     )
-    fail_unless_reference_eager(record)
-    regions = regions_per_generate(record, names[1])
-    if record["compile"] or regions:
-        pytest.fail(
-            f"seed 000's code now compiles ({record['compile']}, {regions} compiled regions per generate): "
-            "time it as a compiled variant instead"
-        )

@@ -33,5 +33,6 @@ def test_compile_training(optbench, training, mode):
             floor=FLOORS[training.name],
             requires=MODES[mode],
             names=("eager", f"compile:{mode}"),
+            variant=f"compile:{mode}",
         )
     )

@@ -71,6 +71,7 @@ def test_fixed_shapes(optbench, resnets, images, images_fp64_output):
                 floor=1.02,
                 requires=CUDA,
                 names=("benchmark off", "benchmark on"),
+                variant="benchmark",
             )
         )
 
@@ -100,5 +101,6 @@ def test_varying_shapes(optbench, workload, resnets, images, images_fp64_output)
                 ceiling=1.0,
                 requires=CUDA,
                 names=("benchmark off", "benchmark on"),
+                variant="benchmark",
             )
         )

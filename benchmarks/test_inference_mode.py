@@ -47,5 +47,6 @@ def test_inference_mode(optbench, workload, reference, optimized, floors):
             accuracy=Exact(),
             floor=floors[workload.name],
             names=(reference, optimized),
+            variant=f"{reference}->{optimized}",
         )
     )

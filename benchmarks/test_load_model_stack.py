@@ -124,6 +124,7 @@ def test_load_model_stack(optbench, workload, precision, device):
             floor_applies_on=(AMPERE, AMX) if dtype is not None else (),
             requires=Requires(dtype=dtype),
             names=("fp32 eager", f"seed stack {dtype_name(dtype or torch.float32)}"),
+            variant="seed-stack",
         )
     )
 
@@ -144,5 +145,6 @@ def test_compile_before_conversion(optbench, workload, device):
             floor=0.9,
             requires=Requires(dtype=dtype),
             names=("convert, compile", "compile, run, convert"),
+            variant="convert-after-compile",
         )
     )

@@ -33,5 +33,6 @@ def test_pin_memory(optbench, training, variant):
             floor=floor,
             requires=CUDA,
             names=("pageable", variant),
+            variant=variant,
         )
     )

@@ -40,5 +40,6 @@ def test_reduced_precision(optbench, workload, dtype, profile):
                 floor_applies_on=PAYS_ON[dtype],
                 requires=Requires(dtype=dtype),
                 names=("fp32", dtype_name(dtype)),
+                variant=dtype_name(dtype),
             )
         )

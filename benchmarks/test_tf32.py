@@ -88,6 +88,7 @@ def run_precision_case(optbench, workload, precision: Fp32Precision, floor: floa
                 floor_applies_on=precision.pays_on,
                 requires=precision.requires,
                 names=(f"{precision.backend} ieee", f"{precision.backend} {precision.value}"),
+                variant=precision.value,
             )
         )
 

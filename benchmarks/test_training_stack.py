@@ -27,5 +27,6 @@ def test_training_stack(optbench, training, device):
             accuracy=MIXED_PRECISION if tricks.autocast else REORDERED_FP32,
             floor=GPU_FLOOR if device.type == "cuda" else CPU_FLOORS[training.name],
             names=(OFF.label, tricks.label),
+            variant=tricks.label,
         )
     )

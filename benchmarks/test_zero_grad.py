@@ -28,5 +28,6 @@ def test_zero_grad(optbench, training):
             accuracy=TrainingAgreement(loss_tolerance=0),
             floor=FLOORS[training.name],
             names=("set_to_none=False", "set_to_none=True"),
+            variant="set_to_none",
         )
     )

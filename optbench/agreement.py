@@ -18,7 +18,9 @@ from typing import Any
 import torch
 from torch.utils.benchmark import Timer
 
+from .record import Record
 from .report import case_label, markdown_table
+from .stats import Interval
 
 REPETITIONS = 5
 MIN_RUN_TIME_S = 1.0
@@ -56,9 +58,7 @@ def independent_ratios(
 @dataclass(frozen=True)
 class Agreement:
     case: str
-    suite_point: float
-    suite_low: float
-    suite_high: float
+    suite: Interval
     independent: tuple[float, ...]
 
     @property
@@ -67,21 +67,18 @@ class Agreement:
 
     @property
     def inside(self) -> bool:
-        return self.suite_low <= self.median <= self.suite_high
+        return self.suite.low <= self.median <= self.suite.high
 
     @property
     def gap(self) -> float:
         """Independent median relative to the suite's point, minus 1."""
-        return self.median / self.suite_point - 1
+        return self.median / self.suite.point - 1
 
     @classmethod
-    def from_record(cls, record: dict[str, Any]) -> Agreement | None:
-        if not record.get("speedup") or not record.get("independent_ratios"):
+    def from_record(cls, record: Record) -> Agreement | None:
+        if not record.speedup or not record.independent_ratios:
             return None
-        speedup = record["speedup"]
-        return cls(
-            record["case"], speedup["point"], speedup["low"], speedup["high"], tuple(record["independent_ratios"])
-        )
+        return cls(record.case, record.speedup, tuple(record.independent_ratios))
 
 
 def agreement_markdown(agreements: Sequence[Agreement]) -> str:
@@ -89,7 +86,7 @@ def agreement_markdown(agreements: Sequence[Agreement]) -> str:
     rows = [
         [
             case_label(a.case),
-            f"{a.suite_point:.3f}x [{a.suite_low:.3f}, {a.suite_high:.3f}]",
+            a.suite.text(digits=3),
             f"{a.median:.3f}x ({min(a.independent):.3f}-{max(a.independent):.3f})",
             f"{a.gap:+.1%}",
             "yes" if a.inside else "NO",

@@ -56,10 +56,10 @@ def _pytest(
     if benchmark_json.exists():
         for bench in json.loads(benchmark_json.read_text())["benchmarks"]:
             medians[bench["fullname"]] = bench["stats"]["median"]
-    timed = [r for r in records if r.get("speedup")]
+    timed = [r for r in records if r.speedup]
     return RunResult(
-        statuses={r["case"]: r["verdict"]["status"] for r in timed},
-        detectable={r["case"]: d["minimum_detectable_slowdown"] for r in timed if (d := r["gate"]["decision"])},
+        statuses={r.case: r.verdict.status for r in timed},
+        detectable={r.case: r.gate.decision.minimum_detectable_slowdown for r in timed if r.gate and r.gate.decision},
         medians=medians,
     )
 

@@ -6,8 +6,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .accuracy import Comparator
+from .accuracy import Check, Comparator
+from .compilation import CompileActivity
 from .hardware import HardwareClass, Requires
+
+
+@dataclass(frozen=True)
+class Observed:
+    """What a case's extra checks look at: its details and what its optimized variant's first call compiled."""
+
+    details: dict[str, Any] | None
+    compile: CompileActivity
+
+
+ExtraCheck = Callable[[Observed], Check]
 
 
 @dataclass(frozen=True)
@@ -31,6 +43,10 @@ class Case:
     """For cases that assert the absence of a speedup: fail when the whole interval is above it."""
     requires: Requires = field(default_factory=Requires)
     names: tuple[str, str] = ("reference", "optimized")
+    """Display labels of the two sides; nothing keys on them."""
+    variant: str = ""
+    """What the optimized side turns on within its technique, as a stable key (e.g. "bf16", "compile:default",
+    "tf32"): the recommendation and reports find cases by it, never by `names`."""
     workload: str = ""
     """What runs and at what size (e.g. "resnet50 batch 128"): said in failures such as out-of-memory."""
     expect_compiled: bool = False
@@ -43,3 +59,7 @@ class Case:
     The default is the steady state of a loop: blocks of back-to-back calls."""
     details: Callable[[], dict[str, Any]] | None = None
     """Extra measurements reported with the case (e.g. prefill and decode latency), run after the timed rounds."""
+    checks: tuple[ExtraCheck, ...] = ()
+    """The case's own pass/fail checks beyond accuracy (e.g. "the eager reference entered no compiled code"), run
+    after `details` and judged in the verdict like accuracy: a failing one fails the case, shows in the summary and
+    keeps the case out of the baselines."""

@@ -17,9 +17,6 @@ class CompileActivity:
     def compiled(self) -> bool:
         return self.graphs > 0
 
-    def as_dict(self) -> dict[str, object]:
-        return {"graphs": self.graphs, "graph_breaks": self.graph_breaks, "break_reasons": self.break_reasons[:5]}
-
 
 def _counters() -> tuple[int, dict[str, int]]:
     from torch._dynamo.utils import counters

@@ -17,7 +17,6 @@ import pytest
 
 from .record import read_records
 from .runner import Confirmation
-from .stats import Interval
 
 # Options a confirmation repeats: how the case is measured, never what the run writes or selects.
 _VALUE_OPTIONS = (
@@ -55,6 +54,4 @@ def confirm_in_fresh_process(config: pytest.Config, node_id: str) -> Confirmatio
             confirmation_command(config, node_id, Path(results)), cwd=config.rootpath, capture_output=True, check=False
         )
         records = read_records(Path(results))
-    speedup = records[-1].get("speedup") if records else None
-    interval = Interval(speedup["point"], speedup["low"], speedup["high"]) if speedup else None
-    return Confirmation(speedup=interval, wall_s=time.monotonic() - started)
+    return Confirmation(speedup=records[-1].speedup if records else None, wall_s=time.monotonic() - started)

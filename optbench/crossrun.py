@@ -4,23 +4,22 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
+from .record import Record
 from .report import case_label, markdown_table
 from .runs import Run
 from .significance import ComparisonSettings, compare_records
+from .stats import speedup_text
 
 
-def _cell(record: dict[str, Any] | None, first: dict[str, Any] | None, settings: ComparisonSettings) -> str:
+def _cell(record: Record | None, first: Record | None, settings: ComparisonSettings) -> str:
     if record is None:
         return "-"
-    speedup = record["speedup"]
-    measured = f"{speedup['point']:.2f}x [{speedup['low']:.2f}, {speedup['high']:.2f}]" if speedup else "not timed"
-    accuracy = record["accuracy"]
-    if accuracy:
-        headline = accuracy["checks"][0]
-        measured += f", {headline['metric']} {headline['value']:.3g}"
-    measured += f", {record['verdict']['status']}"
+    measured = speedup_text(record.speedup)
+    if record.accuracy:
+        headline = record.accuracy.headline
+        measured += f", {headline.metric} {headline.value:.3g}"
+    measured += f", {record.verdict.status}"
     change = compare_records(first, record, settings) if first is not None and first is not record else None
     if change:
         marker = "**" if change.significant else ""
@@ -78,13 +77,13 @@ def plot_speedups(runs: Sequence[Run], path: Path) -> None:
         positions, points, errors = [], [], [[], []]
         for row, case in enumerate(case_ids):
             record = run.records.get(case)
-            if record is None or record["speedup"] is None:
+            speedup = record.speedup if record else None
+            if speedup is None:
                 continue
-            speedup = record["speedup"]
             positions.append(row + offsets[index])
-            points.append(speedup["point"])
-            errors[0].append(speedup["point"] - speedup["low"])
-            errors[1].append(speedup["high"] - speedup["point"])
+            points.append(speedup.point)
+            errors[0].append(speedup.point - speedup.low)
+            errors[1].append(speedup.high - speedup.point)
         axes.errorbar(points, positions, xerr=errors, fmt="o", capsize=3, label=f"run {index + 1}: {run.label}")
     axes.axvline(1.0, color="grey", linestyle="--", linewidth=1)
     axes.set_yticks(range(len(case_ids)), [case_label(case) for case in case_ids], fontsize=8)

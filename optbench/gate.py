@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from .accuracy import Accuracy, Check
 from .baselines import Baseline
@@ -139,6 +138,7 @@ def judge(
     settings: GateSettings,
     graph_breaks: int | None = None,
     unrepeatable_reference: Check | None = None,
+    extra_checks: Sequence[Check] = (),
 ) -> Verdict:
     """Accuracy and compile checks everywhere; speed as the module docstring says. No measurements: untimed."""
     verdict = Verdict()
@@ -152,6 +152,7 @@ def judge(
         drifted = _accuracy_drift(accuracy, baseline, settings.accuracy_drift) if accuracy.passed else None
         if drifted:
             verdict.failures.append(drifted)
+    verdict.failures.extend(f"check: {check.text()}" for check in extra_checks if not check.passed)
     recorded_breaks = baseline.graph_breaks if baseline else None
     if graph_breaks is not None and recorded_breaks is not None and graph_breaks > recorded_breaks:
         verdict.failures.append(f"compile: {graph_breaks} graph breaks, baseline had {recorded_breaks}")
@@ -160,16 +161,3 @@ def judge(
         return verdict
     _speed(verdict, measurements, floor, ceiling, baseline, settings)
     return verdict
-
-
-def baseline_summary(baseline: Baseline | None) -> dict[str, Any] | None:
-    """What a record says about the history it was judged against."""
-    if baseline is None:
-        return None
-    return {
-        "recordings": len(baseline.recordings),
-        "latest": baseline.latest.speedup,
-        "recorded": baseline.latest.recorded,
-        "accuracy": baseline.accuracy,
-        "graph_breaks": baseline.graph_breaks,
-    }

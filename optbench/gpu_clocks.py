@@ -9,9 +9,8 @@ notes when the clocks moved or a slowdown reason appeared. Locking the clocks
 from __future__ import annotations
 
 import importlib
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
 
 import torch
 
@@ -42,9 +41,6 @@ class GpuState:
     temperature_c: int
     reasons: tuple[str, ...]
     """Active clock event reasons, e.g. ('sw_power_cap',)."""
-
-    def as_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "reasons": list(self.reasons)}
 
 
 def _nvml() -> ModuleType | None:

@@ -53,10 +53,10 @@ def nights_of(run: Run) -> list[Night]:
     """The timed cases of a saved run, as history lines."""
     nights = []
     for case, record in sorted(run.records.items()):
-        if not record.get("speedup") or not record.get("timing"):
+        if not record.speedup or not record.timing or not record.accuracy:
             continue
-        headline = record["accuracy"]["checks"][0]
-        decision = (record.get("gate") or {}).get("decision")
+        headline = record.accuracy.headline
+        decision = record.gate.decision if record.gate else None
         nights.append(
             Night(
                 run=run.datetime,
@@ -64,15 +64,15 @@ def nights_of(run: Run) -> list[Night]:
                 environment_key=run.environment_key,
                 torch=run.torch,
                 commit=run.commit,
-                speedup=record["speedup"]["point"],
-                low=record["speedup"]["low"],
-                high=record["speedup"]["high"],
-                reference_median_s=record["timing"]["reference_s"]["median"],
-                optimized_median_s=record["timing"]["optimized_s"]["median"],
-                accuracy_metric=headline["metric"],
-                accuracy_value=headline["value"],
-                minimum_detectable=decision["minimum_detectable_slowdown"] if decision else None,
-                verdict=record["verdict"]["status"],
+                speedup=record.speedup.point,
+                low=record.speedup.low,
+                high=record.speedup.high,
+                reference_median_s=record.timing.reference_s.median,
+                optimized_median_s=record.timing.optimized_s.median,
+                accuracy_metric=headline.metric,
+                accuracy_value=headline.value,
+                minimum_detectable=decision.minimum_detectable_slowdown if decision else None,
+                verdict=record.verdict.status,
             )
         )
     return nights

@@ -95,15 +95,6 @@ class WarmUp:
         """No warm-up: an untimed run (accuracy lane) needs only the first calls."""
         return cls(first=first, block_calls=0, pairs=0, settled=False, pilot_reference=[], pilot_optimized=[])
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "reference_first_s": self.first.reference_s,
-            "optimized_first_s": self.first.optimized_s,
-            "block_calls": self.block_calls,
-            "pairs": self.pairs,
-            "settled": self.settled,
-        }
-
 
 def _settled(times: list[float], window: int, tolerance: float) -> bool:
     if len(times) < 2 * window:
@@ -164,15 +155,12 @@ def warm_up(
 @dataclass(frozen=True)
 class RoundPlan:
     rounds: int
-    needed: int
-    affordable: int
+    needed_for_target: int
+    affordable_in_budget: int
 
     @property
     def budget_limited(self) -> bool:
-        return self.rounds < self.needed
-
-    def as_dict(self) -> dict[str, int]:
-        return {"rounds": self.rounds, "needed_for_target": self.needed, "affordable_in_budget": self.affordable}
+        return self.rounds < self.needed_for_target
 
 
 def plan_rounds(warmup: WarmUp, profile: Profile) -> RoundPlan:
@@ -185,7 +173,7 @@ def plan_rounds(warmup: WarmUp, profile: Profile) -> RoundPlan:
     affordable = max(1, math.floor(profile.case_budget_s / per_round)) if per_round > 0 else profile.max_rounds
     rounds = min(max(needed, profile.min_rounds), max(affordable, profile.min_rounds), profile.max_rounds)
     rounds += rounds % 2  # whole ABBA pairs, so each order occurs equally often
-    return RoundPlan(rounds=rounds, needed=needed, affordable=affordable)
+    return RoundPlan(rounds=rounds, needed_for_target=needed, affordable_in_budget=affordable)
 
 
 @dataclass(frozen=True)

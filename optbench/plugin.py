@@ -20,10 +20,11 @@ from .environment import current_commit, environment_key, fingerprint
 from .gate import GateSettings
 from .profiles import PROFILES, Profile
 from .recommendation import recommendation_markdown
-from .record import RECORD_KEY, RECORDS_FILE
+from .record import RECORD_KEY, RECORDS_FILE, Record, RecordError
 from .regression import pooled_variance
 from .report import changes_table, summary
 from .runner import CaseRunner, RunSettings
+from .runs import saved_records
 from .significance import ComparisonSettings
 from .workers import threads_per_worker, worker_device, xdist_worker
 
@@ -206,7 +207,7 @@ class OptbenchSession:
             block_target_s=config.getoption("block_target"),
         )
         self.results_dir = Path(config.getoption("results_dir"))
-        self.records: list[dict[str, Any]] = []
+        self.records: list[Record] = []
         self._settings: RunSettings | None = None
 
     @property
@@ -269,14 +270,14 @@ class OptbenchSession:
         settings = self.settings()
         self._settings = replace(settings, gate=replace(settings.gate, gated_cases=max(1, count)))
 
-    def add(self, record: dict[str, Any]) -> None:
+    def add(self, record: Record) -> None:
         """Keep a finished case's record and append it to records.jsonl at once, so a crash loses nothing."""
         if not self.records:
             self.results_dir.mkdir(parents=True, exist_ok=True)
             (self.results_dir / RECORDS_FILE).write_text("")
         self.records.append(record)
         with open(self.results_dir / RECORDS_FILE, "a") as stream:
-            stream.write(json.dumps(record) + "\n")
+            stream.write(json.dumps(record.to_json()) + "\n")
 
     # Hooks: on an xdist controller the workers' records arrive here through report.user_properties.
 
@@ -286,16 +287,16 @@ class OptbenchSession:
             return
         for name, value in report.user_properties:
             if name == RECORD_KEY:
-                self.add(value)
+                self.add(Record.from_json(value, report.nodeid))
 
     @pytest.hookimpl
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if not self.records:
             return
-        key = self.records[0]["environment_key"]
+        key = self.records[0].environment_key
         terminalreporter.write_sep("=", f"optbench: profile {self.profile.name} on {self.device} ({key})")
         terminalreporter.write_line(summary(self.records))
-        if all(record["speedup"] is None for record in self.records):
+        if all(record.speedup is None for record in self.records):
             terminalreporter.write_line(
                 "timing disabled (--benchmark-disable, or pytest-xdist without --gpu-per-worker): "
                 "accuracy was checked, speed was not gated"
@@ -312,7 +313,12 @@ class OptbenchSession:
             comparison = ComparisonSettings(
                 settings.pooled_variance, settings.false_alarm_rate, settings.min_effect, len(self.records)
             )
-            terminalreporter.write_line(changes_table(self.records, saved_benchmarks, comparison))
+            try:
+                saved = {record.node_id: record for record in saved_records(saved_benchmarks.values(), str(path))}
+            except RecordError as error:
+                terminalreporter.write_line(f"not compared: {error}")
+                continue
+            terminalreporter.write_line(changes_table(self.records, saved, comparison))
 
     @pytest.hookimpl
     def pytest_sessionfinish(self) -> None:
@@ -376,7 +382,8 @@ def optbench(request: pytest.FixtureRequest, benchmark: Any) -> CaseRunner:
         benchmark,
         case_id=session.case_id(request.node.nodeid),
         technique=technique,
-        publish=lambda record: request.node.user_properties.append((RECORD_KEY, record)),
+        # As JSON: under xdist user_properties travel from worker to controller through execnet.
+        publish=lambda record: request.node.user_properties.append((RECORD_KEY, record.to_json())),
         confirm=None if confirming else partial(confirm_in_fresh_process, request.config, request.node.nodeid),
     )
 

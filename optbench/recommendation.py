@@ -11,11 +11,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
+from .record import Record
 from .report import case_label, markdown_table
-
-Record = dict[str, Any]
+from .stats import speedup_text
 
 # The seed's techniques, in its order; records of other techniques are left to the summary table.
 TECHNIQUES = (
@@ -31,70 +30,57 @@ TECHNIQUES = (
 
 def is_recommended(record: Record) -> bool:
     """Faster beyond the interval (its low end above 1.0x) and within the accuracy tolerance."""
-    speedup = record["speedup"]
-    return bool(speedup) and speedup["low"] > 1.0 and record["accuracy"]["passed"]
+    return bool(record.speedup and record.accuracy) and record.speedup.low > 1.0 and record.accuracy.passed
 
 
 def recommendation_text(record: Record) -> str:
-    speedup = record["speedup"]
-    if not record["accuracy"]["passed"]:
+    speedup = record.speedup
+    if not (record.accuracy and record.accuracy.passed):
         return "no: accuracy out of tolerance"
     if not speedup:
         return "not timed"
-    if speedup["low"] > 1.0:
+    if speedup.low > 1.0:
         return "yes"
-    if (record.get("gate") or {}).get("does_not_pay"):
+    if record.gate and record.gate.does_not_pay:
         return "no: does not pay here (below its floor)"
-    if speedup["high"] < 1.0:
+    if speedup.high < 1.0:
         return "no: slower"
     return "no: no gain beyond the interval"
 
 
-def speedup_text(record: Record) -> str:
-    speedup = record["speedup"]
-    return f"{speedup['point']:.2f}x [{speedup['low']:.2f}, {speedup['high']:.2f}]" if speedup else "not timed"
-
-
 def accuracy_text(record: Record) -> str:
-    headline = record["accuracy"]["checks"][0]
-    mark = "ok" if record["accuracy"]["passed"] else "FAIL"
-    return f"{headline['metric']} {headline['value']:.4g} ({mark})"
+    if record.accuracy is None:
+        return "not checked"
+    headline = record.accuracy.headline
+    mark = "ok" if record.accuracy.passed else "FAIL"
+    return f"{headline.metric} {headline.value:.4g} ({mark})"
 
 
 def case_params(record: Record) -> str:
     """`test_x[bf16-resnet]` -> `bf16-resnet`: the workload and variant a record measured."""
-    label = case_label(record["case"])
+    label = case_label(record.case)
     return label[label.index("[") + 1 : -1] if label.endswith("]") else label
 
 
 @dataclass(frozen=True)
 class Ingredient:
-    """One technique of the seed's recipe and how to find its measurements among the records."""
+    """One technique of the seed's recipe, found among the records by its declared technique and variant."""
 
     name: str
-    measures: Callable[[Record], bool]
+    technique: str
+    variant: str
+    """`Case.variant` of the cases that measure it."""
+
+    def measures(self, record: Record) -> bool:
+        return record.technique == self.technique and record.variant == self.variant
 
 
-def _measuring(
-    technique: str, optimized: Callable[[str], bool], reference: str | None = None
-) -> Callable[[Record], bool]:
-    def measures(record: Record) -> bool:
-        variants = record["variants"]
-        return (
-            record["technique"] == technique
-            and optimized(variants["optimized"])
-            and (reference is None or variants["reference"] == reference)
-        )
-
-    return measures
-
-
-INFERENCE_MODE = Ingredient("inference_mode", _measuring("inference_mode", "inference_mode".__eq__, "grad"))
-FP16 = Ingredient("FP16", _measuring("reduced_precision", "fp16".__eq__))
-BF16 = Ingredient("BF16", _measuring("reduced_precision", "bf16".__eq__))
-COMPILE = Ingredient("torch.compile", _measuring("compile", "compile:default".__eq__))
-TF32 = Ingredient("TF32", _measuring("tf32", lambda name: name.endswith(" tf32")))
-STACK = Ingredient("load_model stack", _measuring("load_model_stack", lambda name: name.startswith("seed stack")))
+INFERENCE_MODE = Ingredient("inference_mode", "inference_mode", "grad->inference_mode")
+FP16 = Ingredient("FP16", "reduced_precision", "fp16")
+BF16 = Ingredient("BF16", "reduced_precision", "bf16")
+COMPILE = Ingredient("torch.compile", "compile", "compile:default")
+TF32 = Ingredient("TF32", "tf32", "tf32")
+STACK = Ingredient("load_model stack", "load_model_stack", "seed-stack")
 
 
 @dataclass(frozen=True)
@@ -138,18 +124,20 @@ def measured_ingredient(ingredient: Ingredient, records: Sequence[Record]) -> st
     found = [record for record in records if ingredient.measures(record)]
     if not found:
         return f"{ingredient.name}: not measured"
-    cases = "; ".join(f"{case_params(record)} {speedup_text(record)} {recommendation_text(record)}" for record in found)
+    cases = "; ".join(
+        f"{case_params(record)} {speedup_text(record.speedup)} {recommendation_text(record)}" for record in found
+    )
     return f"{ingredient.name}: {cases}"
 
 
 def _technique_rows(records: Sequence[Record]) -> list[list[str]]:
-    ordered = sorted(records, key=lambda r: (TECHNIQUES.index(r["technique"]), r["case"]))
+    ordered = sorted(records, key=lambda r: (TECHNIQUES.index(r.technique), r.case))
     return [
         [
-            record["technique"],
+            record.technique,
             case_params(record),
-            f"{record['variants']['reference']} -> {record['variants']['optimized']}",
-            speedup_text(record),
+            f"{record.variants.reference} -> {record.variants.optimized}",
+            speedup_text(record.speedup),
             accuracy_text(record),
             recommendation_text(record),
         ]
@@ -164,10 +152,10 @@ def _best_stack(records: Sequence[Record]) -> str:
     recommended = [record for record in stacks if is_recommended(record)]
     if not recommended:
         return "No measured stack beat plain fp32 eager beyond its interval with accuracy in tolerance here."
-    best = max(recommended, key=lambda record: record["speedup"]["low"])
+    best = max(recommended, key=lambda record: record.speedup.low if record.speedup else 0.0)
     return (
-        f"{case_label(best['case'])}: {best['variants']['optimized']} vs {best['variants']['reference']}, "
-        f"{speedup_text(best)}, {accuracy_text(best)}."
+        f"{case_label(best.case)}: {best.variants.optimized} vs {best.variants.reference}, "
+        f"{speedup_text(best.speedup)}, {accuracy_text(best)}."
     )
 
 
@@ -196,21 +184,21 @@ def _generation_rows(records: Sequence[Record], environment_key: str) -> list[li
     return rows
 
 
-def recommendation_markdown(records: list[dict]) -> str:
+def recommendation_markdown(records: Sequence[Record]) -> str:
     """The seed-004 recommendation for this run's device as markdown; empty when no seed-004 case ran."""
     # Fault records (time-out, OOM, compiler error) measured nothing to recommend from.
-    relevant = [record for record in records if record["technique"] in TECHNIQUES and record["accuracy"]]
+    relevant = [record for record in records if record.technique in TECHNIQUES and record.accuracy]
     if not relevant:
         return ""
     first = relevant[0]
-    environment_key = first["environment_key"]
+    environment_key = first.environment_key
     description, _ = device_class(environment_key)
     recommended = sorted(
-        {f"{record['technique']} ({case_params(record)})" for record in relevant if is_recommended(record)}
+        {f"{record.technique} ({case_params(record)})" for record in relevant if is_recommended(record)}
     )
     return "\n".join(
         [
-            f"## Seed 004 recommendation: {first['device']}, {description}, profile {first['profile']}",
+            f"## Seed 004 recommendation: {first.device}, {description}, profile {first.profile}",
             "",
             f"Environment `{environment_key}`. Recommended means faster beyond the 95% interval (its low end "
             "above 1.00x) with accuracy in tolerance, as measured in this run.",

@@ -120,7 +120,7 @@ class Decision:
     """How much slower the optimized variant is than the history's center: exp(-d) - 1 (negative: faster)."""
     margin: float
     """The statistical margin as a slowdown, exp(z sigma) - 1."""
-    minimum_detectable: float
+    minimum_detectable_slowdown: float
     center: float
     """The history's center speedup, exp(mu)."""
     between_run_spread: float
@@ -133,18 +133,6 @@ class Decision:
             f"{self.slowdown:+.1%} slower than its history's {self.center:.2f}x ({self.history} recordings; "
             f"margin {self.margin:.1%} at this run's false-alarm budget, {self.runs} run(s))"
         )
-
-    def as_dict(self) -> dict[str, float | int | str]:
-        return {
-            "outcome": self.outcome,
-            "slowdown": self.slowdown,
-            "margin": self.margin,
-            "minimum_detectable_slowdown": self.minimum_detectable,
-            "center": self.center,
-            "between_run_spread": self.between_run_spread,
-            "runs": self.runs,
-            "history": self.history,
-        }
 
 
 @dataclass(frozen=True)
@@ -202,7 +190,7 @@ def decide(
         outcome=outcome,
         slowdown=slowdown,
         margin=math.exp(z * now) - 1,
-        minimum_detectable=max(min_effect, detectable),
+        minimum_detectable_slowdown=max(min_effect, detectable),
         center=math.exp(found.center),
         between_run_spread=math.sqrt(found.tau2),
         runs=found.runs,

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
 
-from .record import RECORD_KEY
+from .record import AccuracySummary, Gate, Memory, Record, TimeSummary, VerdictSummary
 from .significance import ComparisonSettings, compare_records
+from .stats import speedup_text
 
 HEADERS = (
     "case",
@@ -39,58 +39,56 @@ def _mebibytes(value: int | None) -> str:
     return "-" if value is None else f"{value / 2**20:.1f}"
 
 
-def _memory_text(memory: dict[str, Any] | None) -> str:
+def _memory_text(memory: Memory | None) -> str:
     if memory is None:
         return "-"
-    return f"{_mebibytes(memory['reference_bytes'])}/{_mebibytes(memory['optimized_bytes'])} MiB"
+    return f"{_mebibytes(memory.reference_bytes)}/{_mebibytes(memory.optimized_bytes)} MiB"
 
 
-def _accuracy_text(accuracy: dict[str, Any] | None) -> str:
+def _accuracy_text(accuracy: AccuracySummary | None) -> str:
     if accuracy is None:
         return "not checked"
-    if not accuracy.get("reference_deterministic", True):
+    if not accuracy.reference_deterministic:
         return "reference not deterministic"
-    headline = accuracy["checks"][0]
-    sign = "<=" if headline["lower_is_better"] else ">="
-    mark = "" if accuracy["passed"] else " FAIL"
-    return f"{headline['metric']} {headline['value']:.3g} ({sign}{headline['limit']:.3g}){mark}"
+    headline = accuracy.headline
+    sign = "<=" if headline.lower_is_better else ">="
+    mark = "" if accuracy.passed else " FAIL"
+    return f"{headline.metric} {headline.value:.3g} ({sign}{headline.limit:.3g}){mark}"
 
 
-def _history_text(decision: dict[str, Any] | None, gate: dict[str, Any] | None) -> str:
-    if decision:
-        return f"{decision['center']:.2f}x ({decision['history']} runs), now {decision['slowdown']:+.1%} slower"
+def _history_text(gate: Gate | None) -> str:
+    if gate and gate.decision:
+        decision = gate.decision
+        return f"{decision.center:.2f}x ({decision.history} runs), now {decision.slowdown:+.1%} slower"
     return "no history" if gate else "-"
 
 
-def _verdict_text(verdict: dict[str, Any]) -> str:
-    if verdict["failures"]:
-        return "FAIL: " + "; ".join(verdict["failures"])
-    reasons = [*verdict.get("inconclusive", []), *verdict["notes"]]
-    status = "inconclusive" if verdict.get("inconclusive") else "pass"
-    return status + (f" ({'; '.join(reasons)})" if reasons else "")
+def _verdict_text(verdict: VerdictSummary) -> str:
+    if verdict.failures:
+        return "FAIL: " + "; ".join(verdict.failures)
+    reasons = [*verdict.inconclusive, *verdict.notes]
+    return verdict.status + (f" ({'; '.join(reasons)})" if reasons else "")
 
 
-def summary_row(record: dict[str, Any]) -> list[str]:
-    timing = record["timing"]
-    speedup = record["speedup"]
-    gate = record["gate"]
-    decision = gate["decision"] if gate else None
-    compiled = record["compile"]
+def _variant_text(name: str, times: TimeSummary | None) -> str:
+    return f"{name} {_seconds(times.median)}" if times else name
+
+
+def summary_row(record: Record) -> list[str]:
+    timing = record.timing
+    decision = record.gate.decision if record.gate else None
+    compiled = record.compile
     return [
-        case_label(record["case"]),
-        f"{record['variants']['reference']} {_seconds(timing['reference_s']['median'])}"
-        if timing
-        else record["variants"]["reference"],
-        f"{record['variants']['optimized']} {_seconds(timing['optimized_s']['median'])}"
-        if timing
-        else record["variants"]["optimized"],
-        f"{speedup['point']:.2f}x [{speedup['low']:.2f}, {speedup['high']:.2f}]" if speedup else "not timed",
-        _history_text(decision, gate),
-        f"{decision['minimum_detectable_slowdown']:.0%} slower" if decision else "-",
-        _accuracy_text(record["accuracy"]),
-        _memory_text(record["memory"]),
-        f"{compiled['first_call_s']:.1f} s, {compiled['graph_breaks']} breaks" if compiled else "-",
-        _verdict_text(record["verdict"]),
+        case_label(record.case),
+        _variant_text(record.variants.reference, timing.reference_s if timing else None),
+        _variant_text(record.variants.optimized, timing.optimized_s if timing else None),
+        speedup_text(record.speedup),
+        _history_text(record.gate),
+        f"{decision.minimum_detectable_slowdown:.0%} slower" if decision else "-",
+        _accuracy_text(record.accuracy),
+        _memory_text(record.memory),
+        f"{compiled.first_call_s:.1f} s, {compiled.graph_breaks} breaks" if compiled else "-",
+        _verdict_text(record.verdict),
     ]
 
 
@@ -111,29 +109,27 @@ def markdown_table(rows: Sequence[Sequence[str]], headers: Sequence[str] = HEADE
     return "\n".join([line(headers), line("---" for _ in headers), *(line(row) for row in rows)])
 
 
-def summary(records: Sequence[dict[str, Any]], markdown: bool = False) -> str:
-    rows = [summary_row(record) for record in sorted(records, key=lambda r: r["case"])]
+def summary(records: Sequence[Record], markdown: bool = False) -> str:
+    rows = [summary_row(record) for record in sorted(records, key=lambda r: r.case)]
     return markdown_table(rows) if markdown else text_table(rows)
 
 
 CHANGE_HEADERS = ("case", "saved run", "this run", "change", "margin", "significant")
 
 
-def changes_table(
-    records: Sequence[dict[str, Any]], saved_benchmarks: dict[str, dict[str, Any]], settings: ComparisonSettings
-) -> str:
-    """Each case's speedup now vs in a saved pytest-benchmark run (benchmarks by fullname), with significance."""
+def changes_table(records: Sequence[Record], saved: dict[str, Record], settings: ComparisonSettings) -> str:
+    """Each case's speedup now vs in a saved run (`saved` by node id), with the gate's significance test."""
     rows = []
-    for record in sorted(records, key=lambda r: r["case"]):
-        saved = saved_benchmarks.get(record["case"].split(":", 1)[1], {}).get("extra_info", {}).get(RECORD_KEY)
-        change = compare_records(saved, record, settings) if saved else None
-        if change is None:
-            rows.append([case_label(record["case"]), "-", "-", "not comparable (missing or untimed)", "-", "-"])
+    for record in sorted(records, key=lambda r: r.case):
+        before = saved.get(record.node_id)
+        change = compare_records(before, record, settings) if before else None
+        if before is None or change is None:
+            rows.append([case_label(record.case), "-", "-", "not comparable (missing or untimed)", "-", "-"])
             continue
-        environment = "" if saved["environment_key"] == record["environment_key"] else " (OTHER ENVIRONMENT)"
+        environment = "" if before.environment_key == record.environment_key else " (OTHER ENVIRONMENT)"
         rows.append(
             [
-                case_label(record["case"]),
+                case_label(record.case),
                 f"{change.before:.2f}x",
                 f"{change.after:.2f}x",
                 f"{change.relative:+.1%}{environment}",

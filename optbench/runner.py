@@ -18,17 +18,29 @@ from .accuracy import Accuracy, Check
 from .agreement import independent_ratios
 from .baselines import Baseline, BaselineStore, Recording
 from .cache_flush import CacheFlush
-from .case import Case
+from .case import Case, Observed
 from .clock import DeviceClock
 from .faults import Phase, explain, release_memory, time_limit
 from .gate import Floor, GateSettings, Verdict, judge
-from .gate import baseline_summary as gate_baseline_summary
 from .gpu_clocks import GpuClocks, GpuState, clock_note
 from .measurement import Blocks, FirstCalls, RoundPlan, Rounds, WarmUp, first_calls, paired_rounds, plan_rounds, warm_up
 from .memory import peak_memory_bytes
 from .planted import planted
 from .profiles import Profile
-from .record import RECORD_KEY, build_record, fault_record
+from .record import (
+    RECORD_KEY,
+    AccuracySummary,
+    BaselineSummary,
+    CompileSummary,
+    Gate,
+    GpuStates,
+    Memory,
+    Record,
+    Timing,
+    Variants,
+    VerdictSummary,
+    WarmupSummary,
+)
 from .stats import Interval
 from .stats import speedup as speedup_interval
 from .switches import preserved_global_state
@@ -92,7 +104,7 @@ class CaseRunner:
         benchmark: Any,
         case_id: str,
         technique: str,
-        publish: Callable[[dict[str, Any]], None],
+        publish: Callable[[Record], None],
         confirm: Callable[[], Confirmation] | None = None,
     ) -> None:
         self.settings = settings
@@ -103,7 +115,7 @@ class CaseRunner:
         self.confirm = confirm
         """Measures this case again in a fresh process; None inside such a process (no confirmation of its own)."""
 
-    def run(self, case: Case) -> dict[str, Any]:
+    def run(self, case: Case) -> Record:
         """Measure, check and gate `case`; returns its record, fails the test on a failing verdict."""
         settings = self.settings
         reason = case.requires.unmet(settings.device, settings.profile.name)
@@ -129,8 +141,8 @@ class CaseRunner:
         while verdict.wants_confirmation and self.confirm and len(confirmations) < settings.gate.confirmations:
             confirmations.append(self.confirm())
             verdict = self._verdict(case, measured, baseline, confirmations)
-        record = measured.record(verdict, gate_baseline_summary(baseline), confirmations)
-        self.benchmark.extra_info[RECORD_KEY] = record
+        record = measured.record(verdict, BaselineSummary.of(baseline), confirmations)
+        self.benchmark.extra_info[RECORD_KEY] = record.to_json()
         self.publish(record)
         if settings.update_baselines and measured.accuracy.passed and measured.speedup and not verdict.failures:
             settings.baselines.record(
@@ -172,6 +184,7 @@ class CaseRunner:
             settings.gate,
             graph_breaks=measured.first.compile.graph_breaks if measured.first.compile.compiled else None,
             unrepeatable_reference=measured.unrepeatable,
+            extra_checks=measured.extra_checks,
         )
         self._note_measurement_quality(verdict, case, measured, has_history=baseline is not None)
         verdict.notes.extend(measured.notes)
@@ -180,16 +193,22 @@ class CaseRunner:
             verdict.notes.append(f"{len(confirmations)} confirmation run(s) in fresh processes, {spent:.0f} s")
         return verdict
 
-    def _fault_record(self, case: Case, cause: str) -> dict[str, Any]:
-        return fault_record(
-            case_id=self.case_id,
-            technique=self.technique,
-            names=case.names,
-            profile=self.settings.profile.name,
-            environment_key=self.settings.baselines.environment_key,
-            device=str(self.settings.device),
-            cause=cause,
-        )
+    def identity(self, case: Case) -> dict[str, Any]:
+        """The record fields that say which case ran where, as keyword arguments of `Record`."""
+        return {
+            "case": self.case_id,
+            "technique": self.technique,
+            "variant": case.variant,
+            "variants": Variants(*case.names),
+            "profile": self.settings.profile.name,
+            "device": str(self.settings.device),
+            "environment_key": self.settings.baselines.environment_key,
+            "workload": case.workload,
+        }
+
+    def _fault_record(self, case: Case, cause: str) -> Record:
+        """The record of a case that ended in a fault (time-out, OOM, compiler error) before it was judged."""
+        return Record(**self.identity(case), verdict=VerdictSummary.fault(cause))
 
     def _measure(self, case: Case, phase: Phase) -> Measured:
         settings = self.settings
@@ -233,6 +252,9 @@ class CaseRunner:
             independent = independent_ratios(case.reference, optimized)
         phase.enter("details")
         details = case.details() if case.details else None
+        phase.enter("extra checks")
+        observed = Observed(details, first.compile)
+        extra_checks = [check(observed) for check in case.checks]
         phase.enter("verdict")
         gpu_end = gpu.read() if gpu else None
         notes = [note for note in (clock_note(gpu_start, gpu_end), gpu.problem if gpu else None) if note]
@@ -253,6 +275,7 @@ class CaseRunner:
             unrepeatable=unrepeatable,
             memory=memory,
             details=details,
+            extra_checks=extra_checks,
             phases_s=phase.durations_s,
             gpu=(gpu_start, gpu_end),
             independent_ratios=independent,
@@ -317,38 +340,35 @@ class Measured:
     unrepeatable: Check | None
     memory: tuple[int | None, int | None]
     details: dict[str, Any] | None
+    extra_checks: list[Check]
     phases_s: dict[str, float]
     gpu: tuple[GpuState | None, GpuState | None]
     independent_ratios: list[float] | None
     notes: list[str]
 
-    def record(
-        self, verdict: Verdict, baseline: dict[str, Any] | None, confirmations: list[Confirmation]
-    ) -> dict[str, Any]:
-        runner, settings = self.runner, self.runner.settings
-        return build_record(
-            case_id=runner.case_id,
-            technique=runner.technique,
-            names=self.case.names,
-            workload=self.case.workload,
-            profile=settings.profile.name,
-            environment_key=settings.baselines.environment_key,
-            device=str(settings.device),
-            warmup=self.warmup,
-            plan=self.plan,
-            rounds=self.rounds,
-            cold_cache=self.case.cold_cache,
+    def record(self, verdict: Verdict, baseline: BaselineSummary | None, confirmations: list[Confirmation]) -> Record:
+        case = self.case
+        start, end = self.gpu
+        return Record(
+            **self.runner.identity(case),
+            timing=Timing.of(self.plan, self.rounds, case.cold_cache) if self.rounds else None,
             speedup=self.speedup,
-            accuracy=self.accuracy,
-            reference_deterministic=self.unrepeatable is None,
-            memory=self.memory,
-            floor=self.case.floor,
-            ceiling=self.case.ceiling,
-            baseline=baseline,
-            verdict=verdict,
-            confirmations=[c.speedup.as_dict() if c.speedup else None for c in confirmations],
+            warmup=WarmupSummary.of(self.warmup),
+            compile=CompileSummary.of(self.first.compile, self.first.optimized_s),
+            memory=Memory(*self.memory),
+            accuracy=AccuracySummary.of(self.accuracy, reference_deterministic=self.unrepeatable is None),
+            extra_checks=self.extra_checks,
+            gate=Gate(
+                floor=case.floor,
+                ceiling=case.ceiling,
+                baseline=baseline,
+                decision=verdict.decision,
+                does_not_pay=verdict.does_not_pay,
+                confirmations=[c.speedup for c in confirmations],
+            ),
+            verdict=VerdictSummary.of(verdict),
             details=self.details,
             phases_s=self.phases_s,
-            gpu=self.gpu,
+            gpu=GpuStates(start, end) if start and end else None,
             independent_ratios=self.independent_ratios,
         )

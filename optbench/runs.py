@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .record import RECORD_KEY
+from .record import RECORD_KEY, Record, RecordError
 
 
 class RunFileError(Exception):
@@ -21,7 +22,7 @@ class Run:
     torch: str
     datetime: str
     commit: str | None
-    records: dict[str, dict[str, Any]]
+    records: dict[str, Record]
     """Records by case id."""
 
     @property
@@ -36,11 +37,10 @@ def load_run(path: Path) -> Run:
         raise RunFileError(f"{path}: cannot read a pytest-benchmark JSON file ({error})") from None
     if not isinstance(document, dict) or "benchmarks" not in document:
         raise RunFileError(f"{path}: no 'benchmarks' list; is it a --benchmark-json/--benchmark-autosave file?")
-    records = {
-        bench["extra_info"][RECORD_KEY]["case"]: bench["extra_info"][RECORD_KEY]
-        for bench in document["benchmarks"]
-        if RECORD_KEY in bench.get("extra_info", {})
-    }
+    try:
+        records = {record.case: record for record in saved_records(document["benchmarks"], str(path))}
+    except RecordError as error:
+        raise RunFileError(str(error)) from None
     if not records:
         raise RunFileError(f"{path}: holds no optbench records; was it written by `pytest benchmarks`?")
     machine = document.get("machine_info", {}).get(RECORD_KEY, {})
@@ -52,3 +52,12 @@ def load_run(path: Path) -> Run:
         commit=(document.get("commit_info") or {}).get("id"),
         records=records,
     )
+
+
+def saved_records(benchmarks: Iterable[dict[str, Any]], where: str) -> list[Record]:
+    """The optbench records among a pytest-benchmark file's benchmarks (each in its extra_info)."""
+    return [
+        Record.from_json(bench["extra_info"][RECORD_KEY], f"{where}: {bench.get('fullname', 'a benchmark')}")
+        for bench in benchmarks
+        if RECORD_KEY in bench.get("extra_info", {})
+    ]

@@ -8,10 +8,9 @@ prior; the false-alarm budget is split over the cases compared.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
+from .record import Record
 from .regression import PRIOR_SPREAD, Change, compare
-from .stats import Interval
 
 
 @dataclass(frozen=True)
@@ -22,16 +21,15 @@ class ComparisonSettings:
     cases: int = 1
 
 
-def _interval(record: dict[str, Any]) -> Interval | None:
-    speedup = record.get("speedup")
-    return Interval(speedup["point"], speedup["low"], speedup["high"]) if speedup else None
-
-
-def compare_records(before: dict[str, Any], after: dict[str, Any], settings: ComparisonSettings) -> Change | None:
+def compare_records(before: Record, after: Record, settings: ComparisonSettings) -> Change | None:
     """The change of one case between two runs; None when either run did not time it."""
-    first, second = _interval(before), _interval(after)
-    if first is None or second is None:
+    if before.speedup is None or after.speedup is None:
         return None
     return compare(
-        first, second, settings.pooled_variance, settings.false_alarm_rate, settings.cases, settings.min_effect
+        before.speedup,
+        after.speedup,
+        settings.pooled_variance,
+        settings.false_alarm_rate,
+        settings.cases,
+        settings.min_effect,
     )

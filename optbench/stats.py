@@ -64,11 +64,13 @@ class Interval:
     def relative_half_width(self) -> float:
         return (self.high - self.low) / (2 * self.point)
 
-    def text(self) -> str:
-        return f"{self.point:.2f}x [{self.low:.2f}, {self.high:.2f}]"
+    def text(self, digits: int = 2) -> str:
+        return f"{self.point:.{digits}f}x [{self.low:.{digits}f}, {self.high:.{digits}f}]"
 
-    def as_dict(self) -> dict[str, float]:
-        return {"point": self.point, "low": self.low, "high": self.high, "confidence": self.confidence}
+
+def speedup_text(speedup: Interval | None) -> str:
+    """The one way a speedup is written in tables: `1.23x [1.20, 1.26]`, or `not timed`."""
+    return speedup.text() if speedup else "not timed"
 
 
 def log_ratios(reference: Sequence[float], optimized: Sequence[float]) -> np.ndarray:

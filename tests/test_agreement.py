@@ -5,16 +5,13 @@ import sys
 from pathlib import Path
 
 from optbench.agreement import Agreement, agreement_markdown, independent_ratios
+from tests.records import make_record
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def record(point, low, high, ratios):
-    return {
-        "case": "smoke:b.py::test_x[a]",
-        "speedup": {"point": point, "low": low, "high": high},
-        "independent_ratios": ratios,
-    }
+    return make_record(speedup=(point, low, high), independent_ratios=ratios)
 
 
 def test_the_table_says_inside_and_outside():
@@ -28,7 +25,8 @@ def test_the_table_says_inside_and_outside():
 
 
 def test_untimed_records_are_left_out():
-    assert Agreement.from_record({"case": "x", "speedup": None, "independent_ratios": None}) is None
+    assert Agreement.from_record(make_record(speedup=None)) is None
+    assert Agreement.from_record(make_record(independent_ratios=None)) is None
 
 
 def test_the_independent_timer_sees_a_known_ratio():

@@ -4,8 +4,10 @@ import numpy as np
 import pytest
 
 from optbench.__main__ import main
+from optbench.accuracy import Check
 from optbench.runs import load_run
 from optbench.significance import ComparisonSettings, compare_records
+from tests.records import make_record
 
 SETTINGS = ComparisonSettings(pooled_variance=0.02**2, cases=10)
 
@@ -15,14 +17,13 @@ def record(case, ratio, environment, seed, rounds=60):
     optimized = 0.01 * np.exp(rng.normal(0, 0.05, rounds))
     reference = ratio * 0.01 * np.exp(rng.normal(0, 0.05, rounds))
     point = float(np.median(reference) / np.median(optimized))
-    return {
-        "case": case,
-        "environment_key": environment,
-        "timing": {"reference_s": {"data": reference.tolist()}, "optimized_s": {"data": optimized.tolist()}},
-        "speedup": {"point": point, "low": point * 0.97, "high": point * 1.03},
-        "accuracy": {"passed": True, "checks": [{"metric": "cosine", "value": 0.999}]},
-        "verdict": {"status": "pass"},
-    }
+    return make_record(
+        case,
+        (point, point * 0.97, point * 1.03),
+        environment_key=environment,
+        accuracy=Check("cosine", 0.999, 0.99, lower_is_better=False),
+        times=(reference.tolist(), optimized.tolist()),
+    )
 
 
 def test_a_real_change_is_significant_and_noise_is_not():
@@ -32,11 +33,11 @@ def test_a_real_change_is_significant_and_noise_is_not():
 
 
 def test_untimed_records_are_not_compared():
-    assert compare_records(record("smoke:a", 1.8, "cpu-x", 1), {"speedup": None}, SETTINGS) is None
+    assert compare_records(record("smoke:a", 1.8, "cpu-x", 1), make_record("smoke:a", None), SETTINGS) is None
 
 
 def write_run(path, environment, torch_version, records):
-    benchmarks = [{"fullname": r["case"].split(":", 1)[1], "extra_info": {"optbench": r}} for r in records]
+    benchmarks = [{"fullname": r.node_id, "extra_info": {"optbench": r.to_json()}} for r in records]
     machine = {"optbench": {"environment_key": environment, "torch": torch_version}}
     path.write_text(json.dumps({"benchmarks": benchmarks, "machine_info": machine, "datetime": "2026-12-02"}))
     return path

@@ -1,28 +1,22 @@
 import pytest
 
+from optbench.accuracy import Check
 from optbench.recommendation import device_class, is_recommended, recommendation_markdown
+from tests.records import CPU_KEY, make_record
 
-CPU_KEY = "cpu-amd-epyc-family-25-model-1-avx2-t2-torch2.14"
 AMPERE_KEY = "cuda-nvidia-a100-sxm4-80gb-sm80-torch2.14"
 
 
-def record(technique, params, reference, optimized, speedup=(1.0, 0.95, 1.05), passed=True, key=CPU_KEY):
-    point, low, high = speedup if speedup else (None, None, None)
-    return {
-        "case": f"smoke:benchmarks/test_{technique}.py::test_{technique}[{params}]",
-        "technique": technique,
-        "variants": {"reference": reference, "optimized": optimized},
-        "profile": "smoke",
-        "device": "cuda:0" if "sm" in key else "cpu",
-        "environment_key": key,
-        "speedup": {"point": point, "low": low, "high": high, "confidence": 0.95} if speedup else None,
-        "accuracy": {
-            "passed": passed,
-            "checks": [
-                {"metric": "cosine", "value": 0.9999 if passed else 0.9, "limit": 0.99, "lower_is_better": False}
-            ],
-        },
-    }
+def record(technique, params, variant, names, speedup=(1.0, 0.95, 1.05), passed=True, key=CPU_KEY):
+    return make_record(
+        f"smoke:benchmarks/test_{technique}.py::test_{technique}[{params}]",
+        speedup,
+        technique=technique,
+        variant=variant,
+        names=names,
+        environment_key=key,
+        accuracy=Check("cosine", 0.9999 if passed else 0.9, 0.99, lower_is_better=False),
+    )
 
 
 @pytest.mark.parametrize(
@@ -35,7 +29,12 @@ def record(technique, params, reference, optimized, speedup=(1.0, 0.95, 1.05), p
     ],
 )
 def test_recommended_only_when_faster_beyond_the_interval_and_accurate(speedup, passed, expected):
-    assert is_recommended(record("compile", "default-vit", "eager", "compile:default", speedup, passed)) is expected
+    assert (
+        is_recommended(
+            record("compile", "default-vit", "compile:default", ("eager", "compile:default"), speedup, passed)
+        )
+        is expected
+    )
 
 
 def test_device_class_reads_the_environment_key():
@@ -47,10 +46,22 @@ def test_device_class_reads_the_environment_key():
 
 def test_cpu_run_fills_the_cpu_row_with_its_own_numbers():
     records = [
-        record("inference_mode", "grad-vs-inference_mode-tiny-mlp", "grad", "inference_mode", (1.12, 1.08, 1.16)),
-        record("compile", "default-vit-b1", "eager", "compile:default", (1.83, 1.75, 1.90)),
-        record("compile", "default-resnet", "eager", "compile:default", (0.97, 0.93, 1.01)),
-        record("channels_last", "fp32-resnet", "fp32 NCHW", "fp32 channels_last", (0.88, 0.85, 0.91)),
+        record(
+            "inference_mode",
+            "grad-vs-inference_mode-tiny-mlp",
+            "grad->inference_mode",
+            ("grad", "inference_mode"),
+            (1.12, 1.08, 1.16),
+        ),
+        record("compile", "default-vit-b1", "compile:default", ("eager", "compile:default"), (1.83, 1.75, 1.90)),
+        record("compile", "default-resnet", "compile:default", ("eager", "compile:default"), (0.97, 0.93, 1.01)),
+        record(
+            "channels_last",
+            "fp32-resnet",
+            "channels_last:fp32",
+            ("fp32 NCHW", "fp32 channels_last"),
+            (0.88, 0.85, 0.91),
+        ),
     ]
     text = recommendation_markdown(records)
     assert "cpu, CPU (no native bf16), profile smoke" in text
@@ -70,8 +81,8 @@ def test_cpu_run_fills_the_cpu_row_with_its_own_numbers():
 
 def test_ampere_run_fills_the_ampere_row_and_reports_unmeasured_ingredients():
     records = [
-        record("reduced_precision", "bf16-resnet", "fp32", "bf16", (2.4, 2.3, 2.5), key=AMPERE_KEY),
-        record("tf32", "high-vit", "cuBLAS ieee", "cuBLAS tf32", (3.1, 3.0, 3.2), key=AMPERE_KEY),
+        record("reduced_precision", "bf16-resnet", "bf16", ("fp32", "bf16"), (2.4, 2.3, 2.5), key=AMPERE_KEY),
+        record("tf32", "high-vit", "tf32", ("cuBLAS ieee", "cuBLAS tf32"), (3.1, 3.0, 3.2), key=AMPERE_KEY),
     ]
     text = recommendation_markdown(records)
     ampere_row = next(line for line in text.splitlines() if line.startswith("| Ampere"))
@@ -87,19 +98,57 @@ def test_ampere_run_fills_the_ampere_row_and_reports_unmeasured_ingredients():
 def test_best_stack_is_the_recommended_one_with_the_highest_interval():
     stack = "seed stack bf16"
     records = [
-        record("load_model_stack", "mixed-precision-resnet", "fp32 eager", stack, (2.0, 1.6, 2.4), key=AMPERE_KEY),
-        record("load_model_stack", "mixed-precision-vit", "fp32 eager", stack, (1.9, 1.8, 2.0), key=AMPERE_KEY),
-        record("load_model_stack", "fp32-vit", "fp32 eager", "seed stack fp32", (3.0, 2.9, 3.1), False, AMPERE_KEY),
+        record(
+            "load_model_stack",
+            "mixed-precision-resnet",
+            "seed-stack",
+            ("fp32 eager", stack),
+            (2.0, 1.6, 2.4),
+            key=AMPERE_KEY,
+        ),
+        record(
+            "load_model_stack",
+            "mixed-precision-vit",
+            "seed-stack",
+            ("fp32 eager", stack),
+            (1.9, 1.8, 2.0),
+            key=AMPERE_KEY,
+        ),
+        record(
+            "load_model_stack",
+            "fp32-vit",
+            "seed-stack",
+            ("fp32 eager", "seed stack fp32"),
+            (3.0, 2.9, 3.1),
+            False,
+            AMPERE_KEY,
+        ),
     ]
     best = recommendation_markdown(records).split("### Best measured stack")[1]
     assert "test_load_model_stack[mixed-precision-vit]: seed stack bf16 vs fp32 eager, 1.90x [1.80, 2.00]" in best
 
 
 def test_no_stack_beating_plain_eager_is_said_so():
-    records = [record("load_model_stack", "fp32-resnet", "fp32 eager", "seed stack fp32", (1.0, 0.9, 1.1))]
+    records = [
+        record("load_model_stack", "fp32-resnet", "seed-stack", ("fp32 eager", "seed stack fp32"), (1.0, 0.9, 1.1))
+    ]
     assert "No measured stack beat plain fp32 eager" in recommendation_markdown(records)
 
 
 def test_runs_without_seed_004_cases_give_no_recommendation():
-    assert recommendation_markdown([record("zero_grad", "resnet", "zero", "set_to_none", (1.1, 1.05, 1.2))]) == ""
+    assert (
+        recommendation_markdown(
+            [record("zero_grad", "resnet", "set_to_none", ("zero", "set_to_none"), (1.1, 1.05, 1.2))]
+        )
+        == ""
+    )
     assert recommendation_markdown([]) == ""
+
+
+def test_ingredients_are_found_by_declared_variant_not_by_display_label():
+    relabelled = record("compile", "default-vit", "compile:default", ("eager", "inductor, default"), (1.5, 1.4, 1.6))
+    lookalike = record("compile", "max-autotune-vit", "compile:max-autotune", ("eager", "compile:default"))
+    text = recommendation_markdown([relabelled, lookalike])
+    cpu_row = next(line for line in text.splitlines() if line.startswith("| this device: CPU"))
+    assert "torch.compile: default-vit 1.50x [1.40, 1.60] yes" in cpu_row
+    assert "max-autotune-vit" not in cpu_row

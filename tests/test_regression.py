@@ -83,7 +83,7 @@ def test_unchanged_code_keeps_within_its_false_alarm_budget():
 
 def test_a_planted_slowdown_above_the_minimum_detectable_one_is_caught():
     outcomes = run_decisions(0.15, seed=4)
-    detectable = np.median([d.minimum_detectable for d in outcomes])
+    detectable = np.median([d.minimum_detectable_slowdown for d in outcomes])
     assert detectable < 0.15
     assert sum(d.outcome == "regression" for d in outcomes) / len(outcomes) >= 0.9
 
@@ -95,7 +95,7 @@ def test_minimum_detectable_slowdown_grows_with_the_spread_and_shrinks_with_conf
     quiet = decide(now, past, 0.02**2, 0.02, 30, 0.05, confirmations=2)
     noisy = decide(now, history(rng, tau=0.08), 0.08**2, 0.02, 30, 0.05, confirmations=2)
     single = decide(now, past, 0.02**2, 0.02, 30, 0.05, confirmations=0)
-    assert quiet.minimum_detectable < single.minimum_detectable < noisy.minimum_detectable
+    assert quiet.minimum_detectable_slowdown < single.minimum_detectable_slowdown < noisy.minimum_detectable_slowdown
 
 
 def test_two_runs_are_compared_with_the_same_test_both_ways():
