@@ -20,7 +20,6 @@ from functools import partial
 
 import pytest
 import torch
-from torch._dynamo.exc import TorchDynamoException
 from transformers import CompileConfig
 
 from fixtures.causal_lm import latency_split, median_split, run_counting_compiled_regions, tokens_and_logits
@@ -28,6 +27,7 @@ from optbench import Case, Requires
 from optbench.accuracy import Check, TokenAgreement
 from optbench.case import Observed
 from optbench.clock import DeviceClock
+from optbench.internals import is_compiler_error
 
 MODES = {"cpu": "default", "cuda": "reduce-overhead"}
 # fp32 on CPU must give the same tokens; in bf16 a near-tie may flip one token and everything after it.
@@ -73,8 +73,8 @@ class CompiledDecoding:
     def __call__(self, **settings):
         try:
             return self._generate(settings)
-        except TorchDynamoException as error:
-            if not self.config.fullgraph:
+        except Exception as error:
+            if not (self.config.fullgraph and is_compiler_error(error)):
                 raise
             self.fallback_reason = str(error).strip().splitlines()[0]
             self.config = self._config(fullgraph=False)

@@ -18,8 +18,9 @@ import pytest
 import torch
 from torch import nn
 
-from fixtures.models import transposed, under
+from fixtures.models import transposed
 from optbench import Case, Close, Requires
+from optbench.switches import under
 
 CUDA = Requires(cuda=True, why="cudnn.benchmark chooses among cuDNN convolution algorithms")
 BENCHMARK_OFF = ((torch.backends.cudnn, "benchmark", False),)

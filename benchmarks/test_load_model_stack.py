@@ -22,10 +22,10 @@ import pytest
 import torch
 from torch import nn
 
-from fixtures.models import Change, under
 from optbench import Case, Close, ReducedPrecision, Requires
 from optbench.accuracy import TF32_MAX_RELATIVE_RMSE
 from optbench.hardware import AMPERE, AMX, cuda_capability, dtype_name
+from optbench.switches import Change, under
 
 MIXED_PRECISION = {"mixed-precision": True, "fp32": False}
 FLOORS = {

@@ -22,10 +22,10 @@ from typing import Any
 import pytest
 import torch
 
-from fixtures.models import under
 from optbench import Case, ReducedPrecision, Requires
 from optbench.accuracy import TF32_MAX_RELATIVE_RMSE
 from optbench.hardware import AMPERE, AMX, HardwareClass
+from optbench.switches import under
 
 TENSOR_CORES = Requires(min_capability=(8, 0), why="TF32 runs on tensor cores (Ampere and later)")
 BF16_MAX_RELATIVE_RMSE = ReducedPrecision().max_relative_rmse

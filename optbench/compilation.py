@@ -6,6 +6,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from .internals import compile_counts
+
 
 @dataclass
 class CompileActivity:
@@ -18,21 +20,15 @@ class CompileActivity:
         return self.graphs > 0
 
 
-def _counters() -> tuple[int, dict[str, int]]:
-    from torch._dynamo.utils import counters
-
-    return counters["stats"]["unique_graphs"], dict(counters["graph_break"])
-
-
 @contextmanager
 def watch_compilation() -> Iterator[CompileActivity]:
     """Counts dynamo graphs and graph breaks that appear inside the block."""
     activity = CompileActivity()
-    graphs_before, breaks_before = _counters()
+    graphs_before, breaks_before = compile_counts()
     try:
         yield activity
     finally:
-        graphs_after, breaks_after = _counters()
+        graphs_after, breaks_after = compile_counts()
         activity.graphs = graphs_after - graphs_before
         new_breaks = {reason: n - breaks_before.get(reason, 0) for reason, n in breaks_after.items()}
         activity.break_reasons = [reason for reason, n in new_breaks.items() if n > 0]

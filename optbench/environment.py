@@ -6,10 +6,14 @@ import os
 import platform
 import re
 import subprocess
+import warnings
 from pathlib import Path
 from typing import Any
 
 import torch
+
+from .hardware import cpu_flags
+from .internals import MissingInternal, runs_natively_on_cpu
 
 
 def _slug(text: str) -> str:
@@ -38,9 +42,14 @@ def cpu_model() -> str:
 
 def cpu_isa() -> str:
     isa = torch.backends.cpu.get_cpu_capability().lower()
-    if torch.ops.mkldnn._is_mkldnn_bf16_supported():
-        isa += "-bf16"
-    return isa
+    try:
+        bf16 = runs_natively_on_cpu(torch.bfloat16)
+    except MissingInternal as error:
+        # Neither skip nor error: this runs when the plugin is configured, and the key only has to tell
+        # machines apart, which the CPU's own flags do as well.
+        warnings.warn(f"{error}; the environment key reads the CPU flags instead", stacklevel=2)
+        bf16 = not cpu_flags().isdisjoint({"avx512_bf16", "amx_bf16"})
+    return isa + "-bf16" if bf16 else isa
 
 
 def torch_minor() -> str:

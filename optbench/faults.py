@@ -11,6 +11,8 @@ from contextlib import contextmanager
 
 import torch
 
+from .internals import MissingInternal, is_compiler_error
+
 
 class Phase:
     """Where a case is, so that a fault can say what it interrupted, and how long each phase took."""
@@ -55,10 +57,6 @@ def time_limit(seconds: float | None, phase: Phase) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
-def _is_compiler_error(error: BaseException) -> bool:
-    return type(error).__module__.startswith(("torch._dynamo", "torch._inductor"))
-
-
 def _first_lines(error: BaseException, count: int = 3) -> str:
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
     return " | ".join(lines[:count]) or type(error).__name__
@@ -67,11 +65,13 @@ def _first_lines(error: BaseException, count: int = 3) -> str:
 def explain(error: BaseException, phase: str, workload: str) -> str | None:
     """The one-sentence cause of a known fault, or None for an unexpected error."""
     size = f" ({workload})" if workload else ""
+    if isinstance(error, MissingInternal):
+        return str(error)
     if isinstance(error, CaseTimeout):
         return f"{error}; raise --case-timeout if the case is just slow{size}"
     if isinstance(error, torch.OutOfMemoryError):
         return f"out of memory during {phase}{size}; run a smaller batch or profile: {_first_lines(error, 1)}"
-    if _is_compiler_error(error):
+    if is_compiler_error(error):
         return (
             f"torch.compile failed during {phase}: {_first_lines(error)}; "
             "--compile-fallback measures eager instead and says so"

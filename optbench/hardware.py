@@ -7,6 +7,8 @@ from pathlib import Path
 
 import torch
 
+from .internals import MissingInternal, runs_natively_on_cpu
+
 _DTYPE_NAMES = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32", torch.float64: "fp64"}
 
 
@@ -35,12 +37,16 @@ def dtype_unsupported_reason(dtype: torch.dtype, device: torch.device) -> str | 
             )
         return None
     if device.type == "cpu":
-        native = {
-            torch.bfloat16: (torch.ops.mkldnn._is_mkldnn_bf16_supported, "AVX512-BF16 or AMX"),
-            torch.float16: (torch.ops.mkldnn._is_mkldnn_fp16_supported, "AVX512-FP16 or AMX-FP16"),
-        }.get(dtype)
-        if native and not native[0]():
-            return f"this CPU has no native {name} ({native[1]}); {name} would run emulated, far slower than fp32"
+        instructions = {torch.bfloat16: "AVX512-BF16 or AMX", torch.float16: "AVX512-FP16 or AMX-FP16"}.get(dtype)
+        if instructions is None:
+            return None
+        try:
+            native = runs_natively_on_cpu(dtype)
+        except MissingInternal as error:
+            # A skip: timing what may be emulation as if it were native would mislead more than no number.
+            return str(error)
+        if not native:
+            return f"this CPU has no native {name} ({instructions}); {name} would run emulated, far slower than fp32"
         return None
     return f"{name} support on {device.type} is unknown to optbench"
 

@@ -6,8 +6,8 @@ import datetime
 import os
 import random
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, nullcontext
+from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +23,7 @@ from .clock import DeviceClock
 from .faults import Phase, explain, release_memory, time_limit
 from .gate import Floor, GateSettings, Verdict, judge
 from .gpu_clocks import GpuClocks, GpuState, clock_note
+from .internals import benchmark_timing, compile_counts_problem, compile_errors_fall_back_to_eager
 from .measurement import Blocks, FirstCalls, RoundPlan, Rounds, WarmUp, first_calls, paired_rounds, plan_rounds, warm_up
 from .memory import peak_memory_bytes
 from .planted import planted
@@ -43,7 +44,7 @@ from .record import (
 )
 from .stats import Interval
 from .stats import speedup as speedup_interval
-from .switches import preserved_global_state
+from .switches import deterministic_settings, preserved_global_state
 
 ACCURACY_SEED = 0
 
@@ -70,23 +71,6 @@ class Confirmation:
 
     speedup: Interval | None
     wall_s: float
-
-
-@contextmanager
-def deterministic_settings() -> Iterator[None]:
-    """Deterministic kernels where torch has them, restored on exit."""
-    deterministic, warn_only = (
-        torch.are_deterministic_algorithms_enabled(),
-        torch.is_deterministic_algorithms_warn_only_enabled(),
-    )
-    cudnn_deterministic = torch.backends.cudnn.deterministic
-    torch.use_deterministic_algorithms(True, warn_only=True)
-    torch.backends.cudnn.deterministic = True
-    try:
-        yield
-    finally:
-        torch.use_deterministic_algorithms(deterministic, warn_only=warn_only)
-        torch.backends.cudnn.deterministic = cudnn_deterministic
 
 
 def seeded(output: Callable[[], Any]) -> Any:
@@ -122,10 +106,10 @@ class CaseRunner:
         if reason:
             pytest.skip(reason)
         # Each case compiles from scratch, so its compile time and graph counts are its own.
-        torch._dynamo.reset()
+        torch.compiler.reset()
         phase = Phase()
-        fallback = torch._dynamo.config.patch(suppress_errors=True) if settings.compile_fallback else nullcontext()
         try:
+            fallback = compile_errors_fall_back_to_eager() if settings.compile_fallback else nullcontext()
             with preserved_global_state(), fallback, time_limit(settings.profile.case_timeout_s, phase):
                 measured = self._measure(case, phase)
         except Exception as error:
@@ -213,12 +197,10 @@ class CaseRunner:
     def _measure(self, case: Case, phase: Phase) -> Measured:
         settings = self.settings
         profile = settings.profile
-        # The reference is timed with the timer and gc treatment pytest-benchmark gives the optimized calls.
-        clock = DeviceClock(
-            settings.device,
-            timer=getattr(self.benchmark, "_timer", time.perf_counter),
-            disable_gc=getattr(self.benchmark, "_disable_gc", False),
-        )
+        # The reference is timed with the timer and gc treatment pytest-benchmark gives the optimized calls;
+        # untimed (--benchmark-disable) there is nothing to match.
+        timer, disable_gc = benchmark_timing(self.benchmark) if self.benchmark.enabled else (time.perf_counter, False)
+        clock = DeviceClock(settings.device, timer=timer, disable_gc=disable_gc)
         gpu = GpuClocks(settings.device) if settings.device.type == "cuda" else None
         gpu_start = gpu.read() if gpu else None
         optimized = case.optimized
@@ -231,7 +213,7 @@ class CaseRunner:
         flush = CacheFlush(settings.device) if case.cold_cache else None
         warmup = warm_up(case.reference, optimized, clock, profile, first, flush) if timed else WarmUp.skipped(first)
         phase.enter("accuracy")
-        accuracy, unrepeatable = self._accuracy(case)
+        accuracy, unrepeatable = self._accuracy(case, compiled=case.expect_compiled or first.compile.compiled)
         phase.enter("peak memory")
         memory = (
             peak_memory_bytes(case.reference, settings.device),
@@ -301,25 +283,30 @@ class CaseRunner:
                 )
             else:
                 verdict.failures.append(
-                    "compile: torch.compile captured no graph, so the 'optimized' variant ran eager"
+                    compile_counts_problem()
+                    or "compile: torch.compile captured no graph, so the 'optimized' variant ran eager"
                 )
 
-    def _accuracy(self, case: Case) -> tuple[Accuracy, Check | None]:
+    def _accuracy(self, case: Case, compiled: bool) -> tuple[Accuracy, Check | None]:
         """The comparison, after checking that the reference repeats itself under fixed seeds.
 
         A reference that differs from itself (nondeterministic kernels) cannot
         judge the optimization; that is reported as such, as PyTorch's dynamo
-        benchmark does with `eager_two_runs_differ`. The optimized variant runs
-        seeded but outside deterministic mode: dynamo guards on that mode, so
-        compiled code would recompile and the check would judge another graph
-        than the one timed.
+        benchmark does with `eager_two_runs_differ`. An eager optimized variant
+        runs in the same deterministic mode: cuDNN keys its plans on that flag,
+        so otherwise the two variants could get different kernels and a bitwise
+        check would blame the optimization. A `compiled` one (declared, or seen
+        compiling in its first call) runs as timed, outside that mode: dynamo
+        guards on it, so compiled code would recompile and the check would
+        judge another graph than the one timed.
         """
         reference_output = case.reference_output or case.reference
         with deterministic_settings():
             reference = seeded(reference_output)
             repeated = seeded(reference_output)
             fp64 = seeded(case.fp64_output) if case.fp64_output else None
-        optimized = seeded(case.optimized_output or case.optimized)
+        with nullcontext() if compiled else deterministic_settings():
+            optimized = seeded(case.optimized_output or case.optimized)
         repeat = case.accuracy(reference, repeated, fp64)
         unrepeatable = repeat.failures[0] if not repeat.passed else None
         return case.accuracy(reference, optimized, fp64), unrepeatable

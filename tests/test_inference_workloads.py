@@ -1,6 +1,7 @@
 import torch
 
-from fixtures.models import SPECS, inference_workload, settings, transposed
+from fixtures.models import SPECS, inference_workload, transposed
+from optbench.switches import settings
 
 CPU = torch.device("cpu")
 

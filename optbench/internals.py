@@ -1,0 +1,177 @@
+"""Every private torch and pytest-benchmark API the suite touches, each behind a guard.
+
+A private name can move in any release. Reached from here only, a rename
+costs one line saying what is lost instead of breaking every run, or failing
+every compile case with a wrong reason. Public APIs are used where they exist
+(`torch.compiler.reset` instead of `torch._dynamo.reset`).
+
+Guarded here:
+
+- `torch._dynamo.utils.counters` ("stats"/"unique_graphs", "graph_break"): graphs captured and graph breaks.
+  No public API counts them.
+- `torch.ops.mkldnn._is_mkldnn_bf16_supported` / `_is_mkldnn_fp16_supported`: whether oneDNN runs bf16/fp16
+  natively on this CPU. No public API; called when the plugin is configured.
+- `torch._dynamo.config.suppress_errors`: compile errors fall back to eager (--compile-fallback). No public API.
+- The "Torch-Compiled Region" profiler event dynamo wraps each compiled frame in. No public API.
+- `torch._dynamo.exc.TorchDynamoException` and the `torch._dynamo`/`torch._inductor` module prefix: which errors
+  are compiler errors.
+- pytest-benchmark's `BenchmarkFixture._timer` / `_disable_gc`: the timer and gc setting it times with, which
+  `--benchmark-timer`, `--benchmark-disable-gc` or a test's benchmark mark chose.
+
+The dynamo counters and the profiler event fail silently when renamed (a
+counter key reads 0, no event matches), so they are checked against a
+one-line function compiled once per process.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.metadata
+import types
+import warnings
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Any
+
+import torch
+
+COMPILED_REGION_EVENT = "Torch-Compiled Region"
+_COMPILER_MODULES = ("torch._dynamo", "torch._inductor")
+_NATIVE_CPU_CHECKS = {torch.bfloat16: "_is_mkldnn_bf16_supported", torch.float16: "_is_mkldnn_fp16_supported"}
+
+
+class MissingInternal(RuntimeError):
+    """A private API this suite relies on is gone; the message names the version and what is lost."""
+
+
+def missing(what: str, lost: str, package: str = "torch") -> str:
+    return f"{package} {importlib.metadata.version(package)} has no {what}: {lost}"
+
+
+def _dynamo_counters() -> Any:
+    try:
+        from torch._dynamo.utils import counters
+    except ImportError:
+        return None
+    return counters
+
+
+def compile_counts() -> tuple[int, dict[str, int]]:
+    """Graphs dynamo captured so far in this process, and its graph breaks by reason; (0, {}) when uncountable.
+
+    Whether (0, {}) means "nothing compiled" or "cannot count" is `compile_counts_problem()`'s to say.
+    """
+    counters = _dynamo_counters()
+    if counters is None:
+        return 0, {}
+    return counters["stats"]["unique_graphs"], dict(counters["graph_break"])
+
+
+def _probe(x: torch.Tensor) -> torch.Tensor:
+    return x + 1
+
+
+@functools.cache
+def _compiled_probe() -> tuple[bool, bool]:
+    """Compiles and runs a one-line function: (did the graph counter rise, did the profiler name its region)."""
+    # A fresh code object: dynamo caches compiled code per code object, and the suite resets dynamo per case.
+    fresh = types.FunctionType(_probe.__code__.replace(), _probe.__globals__)
+    graphs_before, _ = compile_counts()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as recorded:
+        torch.compile(fresh, backend="eager")(torch.ones(1))
+    named = any(event.name.startswith(COMPILED_REGION_EVENT) for event in recorded.events())
+    return compile_counts()[0] > graphs_before, named
+
+
+def compile_counts_problem() -> str | None:
+    """Why `compile_counts()` cannot tell whether anything compiled in this torch, or None when it can."""
+    if _compiled_probe()[0]:
+        return None
+    # An error, not a skip: the case did run; only its "did it compile" check is lost, and saying so beats
+    # blaming torch.compile for capturing no graph.
+    return missing(
+        "torch._dynamo.utils.counters['stats']['unique_graphs'] that counts captured graphs",
+        "whether the optimized variant compiled is unknown; update optbench.internals",
+    )
+
+
+def count_compiled_regions(event_names: list[str]) -> int:
+    """How many of the profiler events are compiled frames dynamo ran."""
+    count = sum(name.startswith(COMPILED_REGION_EVENT) for name in event_names)
+    # An error, not a skip: a 0 here fails the case as "never entered compiled code", a wrong reason.
+    if count == 0 and not _compiled_probe()[1]:
+        raise MissingInternal(
+            missing(
+                f"profiler event named '{COMPILED_REGION_EVENT}...' around compiled frames",
+                "cannot tell which path generate() ran; update optbench.internals.COMPILED_REGION_EVENT",
+            )
+        )
+    return count
+
+
+def runs_natively_on_cpu(dtype: torch.dtype) -> bool:
+    """Whether oneDNN runs `dtype` (bf16 or fp16) with native instructions on this CPU."""
+    name = _NATIVE_CPU_CHECKS[dtype]
+    check = getattr(torch.ops.mkldnn, name, None)
+    if check is None:
+        raise MissingInternal(
+            missing(f"torch.ops.mkldnn.{name}", "cannot tell whether this CPU runs it natively or emulated")
+        )
+    return check()
+
+
+def compile_errors_fall_back_to_eager() -> AbstractContextManager[None]:
+    """A block in which a torch.compile error runs the code eager instead (what --compile-fallback asks)."""
+    try:
+        from torch._dynamo import config
+    except ImportError:
+        config = None
+    if not hasattr(config, "suppress_errors"):
+        # An error: the user asked for this fallback; without it compile errors would fail cases they said not to.
+        raise MissingInternal(
+            missing(
+                "torch._dynamo.config.suppress_errors",
+                "--compile-fallback cannot turn compile errors into eager runs; run without it",
+            )
+        )
+    return config.patch(suppress_errors=True)
+
+
+@functools.cache
+def _dynamo_exception() -> type[BaseException] | None:
+    try:
+        from torch._dynamo.exc import TorchDynamoException
+    except ImportError:
+        # A warning, neither skip nor error: the module prefix below still recognizes compiler errors.
+        warnings.warn(
+            missing(
+                "torch._dynamo.exc.TorchDynamoException",
+                "compiler errors are recognized by their module only; others fail with a raw traceback",
+            ),
+            stacklevel=2,
+        )
+        return None
+    return TorchDynamoException
+
+
+def is_compiler_error(error: BaseException) -> bool:
+    """Raised by torch.compile (dynamo or inductor), rather than by the code it compiled."""
+    dynamo_exception = _dynamo_exception()
+    if dynamo_exception is not None and isinstance(error, dynamo_exception):
+        return True
+    return type(error).__module__.startswith(_COMPILER_MODULES)
+
+
+def benchmark_timing(benchmark: Any) -> tuple[Callable[[], float], bool]:
+    """The timer and gc setting pytest-benchmark times the optimized calls with, for timing the reference alike."""
+    try:
+        return benchmark._timer, benchmark._disable_gc
+    except AttributeError:
+        # An error: timing the reference with another timer or gc setting would bias every speedup.
+        raise MissingInternal(
+            missing(
+                "BenchmarkFixture._timer/_disable_gc",
+                "the reference cannot be timed like the optimized calls; pin the version in constraints.txt",
+                package="pytest-benchmark",
+            )
+        ) from None
