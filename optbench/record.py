@@ -76,6 +76,7 @@ def build_record(
     phases_s: dict[str, float] | None = None,
     gpu: tuple[GpuState | None, GpuState | None] = (None, None),
     independent_ratios: list[float] | None = None,
+    memory_note: str | None = None,
 ) -> dict[str, Any]:
     return {
         **_identity(case_id, technique, names, profile, environment_key, device),
@@ -84,7 +85,7 @@ def build_record(
         "speedup": speedup.as_dict() if speedup else None,
         "warmup": warmup.as_dict(),
         "compile": _compile_summary(warmup.first.compile, warmup.first.optimized_s),
-        "memory": {"reference_bytes": memory[0], "optimized_bytes": memory[1]},
+        "memory": {"reference_bytes": memory[0], "optimized_bytes": memory[1], "optimized_note": memory_note},
         "accuracy": {
             "passed": accuracy.passed,
             "reference_deterministic": reference_deterministic,

@@ -42,7 +42,9 @@ def _mebibytes(value: int | None) -> str:
 def _memory_text(memory: dict[str, Any] | None) -> str:
     if memory is None:
         return "-"
-    return f"{_mebibytes(memory['reference_bytes'])}/{_mebibytes(memory['optimized_bytes'])} MiB"
+    # Older records have no note; a note means the optimized side was deliberately not measured (CUDA graphs).
+    optimized = "n/a" if memory.get("optimized_note") else _mebibytes(memory["optimized_bytes"])
+    return f"{_mebibytes(memory['reference_bytes'])}/{optimized} MiB"
 
 
 def _accuracy_text(accuracy: dict[str, Any] | None) -> str:

@@ -25,7 +25,7 @@ from .gate import Floor, GateSettings, Verdict, judge
 from .gate import baseline_summary as gate_baseline_summary
 from .gpu_clocks import GpuClocks, GpuState, clock_note
 from .measurement import Blocks, FirstCalls, RoundPlan, Rounds, WarmUp, first_calls, paired_rounds, plan_rounds, warm_up
-from .memory import peak_memory_bytes
+from .memory import cuda_graphs_note, peak_memory_bytes
 from .planted import planted
 from .profiles import Profile
 from .record import RECORD_KEY, build_record, fault_record
@@ -214,9 +214,10 @@ class CaseRunner:
         phase.enter("accuracy")
         accuracy, unrepeatable = self._accuracy(case)
         phase.enter("peak memory")
+        memory_note = cuda_graphs_note(settings.device) if case.expect_compiled else None
         memory = (
             peak_memory_bytes(case.reference, settings.device),
-            peak_memory_bytes(case.optimized, settings.device),
+            None if memory_note else peak_memory_bytes(case.optimized, settings.device),
         )
         plan = rounds = speedup = None
         phase.enter("timed rounds")
@@ -252,6 +253,7 @@ class CaseRunner:
             accuracy=accuracy,
             unrepeatable=unrepeatable,
             memory=memory,
+            memory_note=memory_note,
             details=details,
             phases_s=phase.durations_s,
             gpu=(gpu_start, gpu_end),
@@ -316,6 +318,8 @@ class Measured:
     accuracy: Accuracy
     unrepeatable: Check | None
     memory: tuple[int | None, int | None]
+    memory_note: str | None
+    """Why the optimized variant's memory is not measured (CUDA graphs); None where it is."""
     details: dict[str, Any] | None
     phases_s: dict[str, float]
     gpu: tuple[GpuState | None, GpuState | None]
@@ -342,6 +346,7 @@ class Measured:
             accuracy=self.accuracy,
             reference_deterministic=self.unrepeatable is None,
             memory=self.memory,
+            memory_note=self.memory_note,
             floor=self.case.floor,
             ceiling=self.case.ceiling,
             baseline=baseline,
