@@ -34,13 +34,15 @@ class Events:
 
 @contextmanager
 def quiet_interpreter(disable_gc: bool) -> Iterator[None]:
-    """What pytest-benchmark does around its timed calls: no tracer (coverage, debuggers), gc off if asked.
+    """What pytest-benchmark does around its timed calls: no tracer (coverage, debuggers), no profile hook
+    (sys.setprofile), gc off if asked; as its PauseInstrumentation and runner do.
 
     The reference is timed by optbench, the optimized variant by pytest-benchmark;
     both must run under the same interpreter conditions or a tracer inflates one side only.
     """
-    tracer = sys.gettrace()
+    tracer, profiler = sys.gettrace(), sys.getprofile()
     sys.settrace(None)
+    sys.setprofile(None)
     gc_was_enabled = gc.isenabled()
     if disable_gc:
         gc.disable()
@@ -49,6 +51,7 @@ def quiet_interpreter(disable_gc: bool) -> Iterator[None]:
     finally:
         if disable_gc and gc_was_enabled:
             gc.enable()
+        sys.setprofile(profiler)
         sys.settrace(tracer)
 
 

@@ -1,46 +1,87 @@
-"""Peak memory of one call: device allocator on CUDA, process high-water mark on CPU."""
+"""Peak memory of one call: bytes its tensors needed above what was alive when it started.
+
+CUDA: the caching allocator's peak, `max_memory_allocated` minus the bytes allocated at the start.
+
+CPU: the peak of live bytes in the allocation and free events that torch's profiler
+records with `profile_memory=True`, summed in order. The process high-water mark
+(VmHWM) measured nothing useful: the allocator reuses pages already mapped, so it
+read 0 for nearly every case. A live-tensor tracker built on TorchDispatchMode was
+the other candidate, but inductor's compiled CPU code allocates its buffers with
+`empty_strided_cpu`, below the dispatcher, where such a mode sees nothing; the
+profiler's events come from the CPU allocator itself, so they count eager,
+inference-mode and compiled calls alike. Recording every op costs a slower call,
+paid once per variant outside the timed rounds. Blocks freed during the call
+that were allocated before it have no recorded size and are not subtracted, so a
+call that replaces a tensor it holds reads its new tensor in full: an upper bound.
+
+CUDA graphs: `torch.compile(mode="reduce-overhead")` (and "max-autotune") replay
+graphs whose memory comes from a pool taken when the graph was recorded, so a
+replay allocates nothing and its peak would read 0. Such variants are reported as
+not measured (see `cuda_graphs_note`).
+"""
 
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable
-from pathlib import Path
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
 
 import torch
 
-_STATUS = Path("/proc/self/status")
-_CLEAR_REFS = Path("/proc/self/clear_refs")
+MEMORY_EVENT = "[memory]"
+"""The name torch's profiler gives allocation (positive bytes) and free (negative bytes) events."""
+
+CUDA_GRAPHS_NOTE = "not measured: CUDA graph replays reuse memory taken when the graph was recorded"
 
 
-def _status_kib(field: str) -> int:
-    for line in _STATUS.read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
-    raise KeyError(field)
+class MemoryEvent(Protocol):
+    def name(self) -> str: ...
+    def nbytes(self) -> int: ...
+    def start_ns(self) -> int: ...
 
 
-def _reset_cpu_high_water_mark() -> bool:
-    # Writing 5 resets VmHWM to the current RSS (Linux >= 4.0).
-    try:
-        _CLEAR_REFS.write_text("5")
-    except OSError:
-        return False
-    return True
+def peak_live_bytes(events: Iterable[MemoryEvent]) -> int:
+    """The most bytes alive at once, counting allocations and frees from zero in time order."""
+    live = peak = 0
+    for event in sorted((e for e in events if e.name() == MEMORY_EVENT), key=lambda e: e.start_ns()):
+        live += event.nbytes()
+        peak = max(peak, live)
+    return peak
 
 
-def peak_memory_bytes(fn: Callable[[], Any], device: torch.device) -> int | None:
-    """Bytes the call needed above what was in use when it started; None where unmeasurable."""
-    gc.collect()
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-        torch.cuda.reset_peak_memory_stats(device)
-        start = torch.cuda.memory_allocated(device)
+def _cpu_peak_bytes(fn: Callable[[], Any]) -> int:
+    with torch.autograd.profiler.profile(profile_memory=True) as profiler:
         fn()
-        torch.cuda.synchronize(device)
-        return torch.cuda.max_memory_allocated(device) - start
-    if not _STATUS.exists() or not _reset_cpu_high_water_mark():
-        return None
-    start = _status_kib("VmRSS")
+    return peak_live_bytes(profiler.kineto_results.events())
+
+
+def peak_memory_bytes(fn: Callable[[], Any], device: torch.device) -> int:
+    """Bytes one call of `fn` needed above what was in use when it started."""
+    gc.collect()
+    if device.type != "cuda":
+        return _cpu_peak_bytes(fn)
+    torch.cuda.synchronize(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    start = torch.cuda.memory_allocated(device)
     fn()
-    return max(0, _status_kib("VmHWM") - start) * 1024
+    torch.cuda.synchronize(device)
+    return torch.cuda.max_memory_allocated(device) - start
+
+
+def cuda_graphs_note(device: torch.device) -> str | None:
+    """Why a compiled variant's peak memory is not measured on `device`; None where it is.
+
+    The signal is inductor's CUDA graph tree manager having recorded a graph since
+    the case began (`torch._dynamo.reset()`, which the runner calls per case, also
+    resets the trees). The compile mode is not visible to the harness, and
+    `torch._inductor.config.triton.cudagraphs` is patched only while a
+    "reduce-overhead" function compiles, so the global setting reads False; a
+    recorded graph is what actually makes the replays allocate nothing, and graphs
+    that inductor skipped (CPU inputs, mutated inputs) leave the memory measurable.
+    """
+    if device.type != "cuda":
+        return None
+    from torch._inductor import cudagraph_trees
+
+    manager = cudagraph_trees.get_manager(device.index, create_if_none_exists=False)
+    return CUDA_GRAPHS_NOTE if manager is not None and any(manager.roots.values()) else None

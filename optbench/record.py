@@ -120,8 +120,12 @@ class CompileSummary:
 
 @dataclass(frozen=True)
 class Memory:
+    """Bytes each variant's call needed above what was alive before it (optbench.memory)."""
+
     reference_bytes: int | None
     optimized_bytes: int | None
+    optimized_note: str | None = None
+    """Why the optimized side was deliberately not measured (it replays CUDA graphs); shown as n/a."""
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,8 @@ def _mebibytes(value: int | None) -> str:
 def _memory_text(memory: Memory | None) -> str:
     if memory is None:
         return "-"
-    return f"{_mebibytes(memory.reference_bytes)}/{_mebibytes(memory.optimized_bytes)} MiB"
+    optimized = "n/a" if memory.optimized_note else _mebibytes(memory.optimized_bytes)
+    return f"{_mebibytes(memory.reference_bytes)}/{optimized} MiB"
 
 
 def _accuracy_text(accuracy: AccuracySummary | None) -> str:

@@ -25,7 +25,7 @@ from .gate import Floor, GateSettings, Verdict, judge
 from .gpu_clocks import GpuClocks, GpuState, clock_note
 from .internals import benchmark_timing, compile_counts_problem, compile_errors_fall_back_to_eager
 from .measurement import Blocks, FirstCalls, RoundPlan, Rounds, WarmUp, first_calls, paired_rounds, plan_rounds, warm_up
-from .memory import peak_memory_bytes
+from .memory import cuda_graphs_note, peak_memory_bytes
 from .planted import planted
 from .profiles import Profile
 from .record import (
@@ -215,9 +215,10 @@ class CaseRunner:
         phase.enter("accuracy")
         accuracy, unrepeatable = self._accuracy(case, compiled=case.expect_compiled or first.compile.compiled)
         phase.enter("peak memory")
+        memory_note = cuda_graphs_note(settings.device) if case.expect_compiled else None
         memory = (
             peak_memory_bytes(case.reference, settings.device),
-            peak_memory_bytes(case.optimized, settings.device),
+            None if memory_note else peak_memory_bytes(case.optimized, settings.device),
         )
         plan = rounds = speedup = None
         phase.enter("timed rounds")
@@ -256,6 +257,7 @@ class CaseRunner:
             accuracy=accuracy,
             unrepeatable=unrepeatable,
             memory=memory,
+            memory_note=memory_note,
             details=details,
             extra_checks=extra_checks,
             phases_s=phase.durations_s,
@@ -326,6 +328,8 @@ class Measured:
     accuracy: Accuracy
     unrepeatable: Check | None
     memory: tuple[int | None, int | None]
+    memory_note: str | None
+    """Why the optimized variant's memory is not measured (CUDA graphs); None where it is."""
     details: dict[str, Any] | None
     extra_checks: list[Check]
     phases_s: dict[str, float]
@@ -342,7 +346,7 @@ class Measured:
             speedup=self.speedup,
             warmup=WarmupSummary.of(self.warmup),
             compile=CompileSummary.of(self.first.compile, self.first.optimized_s),
-            memory=Memory(*self.memory),
+            memory=Memory(*self.memory, optimized_note=self.memory_note),
             accuracy=AccuracySummary.of(self.accuracy, reference_deterministic=self.unrepeatable is None),
             extra_checks=self.extra_checks,
             gate=Gate(
