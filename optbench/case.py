@@ -36,6 +36,9 @@ class Case:
     expect_compiled: bool = False
     """The optimized variant uses torch.compile: fail if it captured no graph (eager measured as compiled)."""
     reference_output: Callable[[], Any] | None = None
+    reference_rerun: Callable[[], Any] | None = None
+    """Computes `reference_output` afresh for the check that the reference repeats itself; needed where
+    `reference_output` is cached (a training run shared by cases), or the check compares the cache with itself."""
     optimized_output: Callable[[], Any] | None = None
     fp64_output: Callable[[], Any] | None = None
     cold_cache: bool = False
@@ -43,3 +46,5 @@ class Case:
     The default is the steady state of a loop: blocks of back-to-back calls."""
     details: Callable[[], dict[str, Any]] | None = None
     """Extra measurements reported with the case (e.g. prefill and decode latency), run after the timed rounds."""
+    notes: tuple[str, ...] = ()
+    """Said in the verdict's notes: what the names promise that this case does not do (a switch set to no effect)."""
