@@ -15,9 +15,13 @@ import pytest
 from fixtures.training import OFF, REORDERED_FP32
 from optbench import Requires
 
+# max-autotune without the CUDA graphs it otherwise adds: their replays overwrite the losses and gradients a
+# training step keeps (fixtures.training.refuse_cuda_graphs).
 MODES = {
     "default": Requires(),
-    "max-autotune": Requires(cuda=True, profiles=("standard",), why="autotunes GPU kernels (Triton templates)"),
+    "max-autotune-no-cudagraphs": Requires(
+        cuda=True, profiles=("standard",), why="autotunes GPU kernels (Triton templates)"
+    ),
 }
 # Fusion measured 1.03-1.10x on the smoke LayerNorm/GELU step (2-core CPU): real but too small for a floor above 1.
 FLOORS = {"ln-mlp": 1.0, "resnet": 0.7}

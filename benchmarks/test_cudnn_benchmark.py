@@ -7,26 +7,39 @@ reference runs the ResNet on h x w images, the optimized variant runs the same
 ResNet with every kernel transposed on w x h images. That is the same work
 with the same outputs under cache keys of their own, as long as h != w at
 every stage; no other case uses non-square images.
-"""
+
+Swapped geometry is not free on a GPU, though: the fixed shapes keep both
+sides multiples of 32 (224 x 320 in `standard`), and an off/off control of the
+two orientations measures what the swap alone is worth, one image more per
+batch so that its shapes are its own too."""
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 import torch
 from torch import nn
 
-from fixtures.models import transposed
+from fixtures.models import InferenceWorkload, transposed
 from optbench import Case, Close, Requires
-from optbench.switches import under
+from optbench.switches import Change, under
 
 CUDA = Requires(cuda=True, why="cudnn.benchmark chooses among cuDNN convolution algorithms")
 BENCHMARK_OFF = ((torch.backends.cudnn, "benchmark", False),)
 BENCHMARK_ON = ((torch.backends.cudnn, "benchmark", True),)
 # Same numbers up to the algorithm's summation order, or no further from fp64 (convolutions are TF32 by default).
 SAME_OUTPUTS = Close(rtol=1e-3, atol=1e-3)
+# Not measured on a GPU yet: the first CUDA baseline replaces this guess.
+FIXED_SHAPES_FLOOR = 1.02
+
+
+def fixed_shape(side: int) -> tuple[int, int]:
+    """(h, w) of the fixed-shape cases: multiples of 32 where `side` is one (cuDNN tiles favour them), w - h of
+    three total strides, and none of `non_square`'s shapes in either orientation."""
+    return side, side + 96
 
 
 def non_square(side: int, index: int) -> tuple[int, int]:
@@ -40,16 +53,14 @@ def resnets(workload) -> tuple[nn.Module, nn.Module]:
     return workload.model(), transposed(workload.model())
 
 
-@pytest.fixture
-def images(workload) -> torch.Tensor:
-    """Fixed non-square images; the transposed ResNet gets their transpose."""
+def fixed_images(workload: InferenceWorkload, batch: int) -> torch.Tensor:
+    """`batch` fixed images of `fixed_shape`; the transposed ResNet gets their transpose."""
     generator = torch.Generator().manual_seed(0)
-    shape = (workload.inputs.shape[0], 3, *non_square(workload.inputs.shape[-1], 0))
+    shape = (batch, 3, *fixed_shape(workload.inputs.shape[-1]))
     return torch.randn(shape, generator=generator).to(workload.inputs.device)
 
 
-@pytest.fixture
-def images_fp64_output(workload, images) -> Callable[[], torch.Tensor]:
+def fp64_output_of(workload: InferenceWorkload, images: torch.Tensor) -> Callable[[], torch.Tensor]:
     def fp64_output() -> torch.Tensor:
         with torch.inference_mode():
             return workload.model(torch.float64)(images.double())
@@ -57,22 +68,72 @@ def images_fp64_output(workload, images) -> Callable[[], torch.Tensor]:
     return fp64_output
 
 
-@pytest.mark.parametrize("workload", ["resnet"], indirect=True)
-def test_fixed_shapes(optbench, resnets, images, images_fp64_output):
+@pytest.fixture
+def images(workload) -> torch.Tensor:
+    return fixed_images(workload, workload.inputs.shape[0])
+
+
+@pytest.fixture
+def images_fp64_output(workload, images) -> Callable[[], torch.Tensor]:
+    return fp64_output_of(workload, images)
+
+
+def orientations(
+    resnets: tuple[nn.Module, nn.Module],
+    images: torch.Tensor,
+    fp64_output: Callable[[], torch.Tensor],
+    optimized_flag: tuple[Change, ...],
+    **fields: Any,
+) -> Case:
+    """The ResNet on `images` with benchmark off vs its transpose on their transpose under `optimized_flag`."""
     model, mirrored = resnets
     images_mt = images.mT.contiguous()
+    return Case(
+        reference=under(BENCHMARK_OFF, lambda: model(images)),
+        optimized=under(optimized_flag, lambda: mirrored(images_mt)),
+        fp64_output=fp64_output,
+        accuracy=SAME_OUTPUTS,
+        requires=CUDA,
+        **fields,
+    )
+
+
+@pytest.mark.parametrize("workload", ["resnet"], indirect=True)
+def test_fixed_shapes(optbench, resnets, images, images_fp64_output):
     with torch.inference_mode():
         optbench.run(
-            Case(
-                reference=under(BENCHMARK_OFF, lambda: model(images)),
-                optimized=under(BENCHMARK_ON, lambda: mirrored(images_mt)),
-                fp64_output=images_fp64_output,
-                accuracy=SAME_OUTPUTS,
-                # Not measured on a GPU yet: the first CUDA baseline replaces this guess.
-                floor=1.02,
-                requires=CUDA,
+            orientations(
+                resnets,
+                images,
+                images_fp64_output,
+                BENCHMARK_ON,
+                floor=FIXED_SHAPES_FLOOR,
                 names=("benchmark off", "benchmark on"),
                 variant="benchmark",
+            )
+        )
+
+
+@pytest.mark.parametrize("workload", ["resnet"], indirect=True)
+def test_orientation_control(optbench, workload, resnets):
+    """test_fixed_shapes with benchmark off on both sides: what its swapped geometry alone is worth.
+
+    A bias towards the reference only makes test_fixed_shapes conservative; one towards the transposed side as
+    large as its floor's margin would let the flag pass on geometry alone, so that is this control's ceiling.
+    Not run on a GPU yet: README's "Check first on a new GPU runner".
+    """
+    images = fixed_images(workload, workload.inputs.shape[0] + 1)
+    with torch.inference_mode():
+        optbench.run(
+            orientations(
+                resnets,
+                images,
+                fp64_output_of(workload, images),
+                BENCHMARK_OFF,
+                floor=0.0,
+                ceiling=FIXED_SHAPES_FLOOR,
+                names=("h x w, benchmark off", "w x h, benchmark off"),
+                variant="orientation-control",
             )
         )
 

@@ -35,6 +35,14 @@ FLOORS = {
     "fp32": {"resnet": 0.9, "vit": 1.05},
 }
 WORKLOADS = ["resnet", "vit"]
+CUDNN_BENCHMARK = (torch.backends.cudnn, "benchmark", True)
+# Said in the record, since the names and the recommendation list the flag as part of the stack. Which shapes
+# are new here depends on inductor's layout choice, to be seen on a GPU (README: "Check first on a new GPU runner").
+CUDNN_BENCHMARK_UNUSED = (
+    "cudnn.benchmark=True is set as load_model() sets it, but benchmarks only shapes this process has not met: "
+    "cuDNN reuses the plans of those met with it off (this case's reference, earlier cases on these inputs), "
+    "so the speedup does not show the flag's gain"
+)
 
 
 def seed_precision(device: torch.device, use_mixed_precision: bool) -> torch.dtype | None:
@@ -54,10 +62,9 @@ def seed_settings(device: torch.device, use_mixed_precision: bool) -> tuple[Chan
     """
     if device.type != "cuda":
         return ()
-    benchmark = (torch.backends.cudnn, "benchmark", True)
     if use_mixed_precision:
-        return (benchmark,)
-    return (benchmark, (torch.backends.cuda.matmul, "fp32_precision", "tf32"))
+        return (CUDNN_BENCHMARK,)
+    return (CUDNN_BENCHMARK, (torch.backends.cuda.matmul, "fp32_precision", "tf32"))
 
 
 def inference(
@@ -125,6 +132,7 @@ def test_load_model_stack(optbench, workload, precision, device):
             requires=Requires(dtype=dtype),
             names=("fp32 eager", f"seed stack {dtype_name(dtype or torch.float32)}"),
             variant="seed-stack",
+            notes=(CUDNN_BENCHMARK_UNUSED,) if CUDNN_BENCHMARK in changes else (),
         )
     )
 

@@ -52,6 +52,9 @@ class Case:
     expect_compiled: bool = False
     """The optimized variant uses torch.compile: fail if it captured no graph (eager measured as compiled)."""
     reference_output: Callable[[], Any] | None = None
+    reference_rerun: Callable[[], Any] | None = None
+    """Computes `reference_output` afresh for the check that the reference repeats itself; needed where
+    `reference_output` is cached (a training run shared by cases), or the check compares the cache with itself."""
     optimized_output: Callable[[], Any] | None = None
     fp64_output: Callable[[], Any] | None = None
     cold_cache: bool = False
@@ -63,3 +66,5 @@ class Case:
     """The case's own pass/fail checks beyond accuracy (e.g. "the eager reference entered no compiled code"), run
     after `details` and judged in the verdict like accuracy: a failing one fails the case, shows in the summary and
     keeps the case out of the baselines."""
+    notes: tuple[str, ...] = ()
+    """Said in the verdict's notes: what the names promise that this case does not do (a switch set to no effect)."""

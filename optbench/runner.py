@@ -171,7 +171,7 @@ class CaseRunner:
             extra_checks=measured.extra_checks,
         )
         self._note_measurement_quality(verdict, case, measured, has_history=baseline is not None)
-        verdict.notes.extend(measured.notes)
+        verdict.notes.extend([*case.notes, *measured.notes])
         if confirmations:
             spent = sum(c.wall_s for c in confirmations)
             verdict.notes.append(f"{len(confirmations)} confirmation run(s) in fresh processes, {spent:.0f} s")
@@ -305,7 +305,7 @@ class CaseRunner:
         reference_output = case.reference_output or case.reference
         with deterministic_settings():
             reference = seeded(reference_output)
-            repeated = seeded(reference_output)
+            repeated = seeded(case.reference_rerun or reference_output)
             fp64 = seeded(case.fp64_output) if case.fp64_output else None
         with nullcontext() if compiled else deterministic_settings():
             optimized = seeded(case.optimized_output or case.optimized)

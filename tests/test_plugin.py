@@ -215,3 +215,21 @@ def test_cold(optbench):
     (line,) = (project.path / ".optbench" / "records.jsonl").read_text().splitlines()
     timing = json.loads(line)["timing"]
     assert timing["cold_cache"] is True and timing["block_calls"] == 1
+
+
+def test_a_case_s_own_notes_reach_its_record(pytester):
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(
+        test_noted="""
+import torch
+from optbench import Case, Exact
+
+
+def test_noted(optbench):
+    optbench.run(Case(reference=lambda: torch.ones(2), optimized=lambda: torch.ones(2), accuracy=Exact(), floor=0.1,
+                      notes=("switch set, nothing switched",)))
+"""
+    )
+    pytester.runpytest("--benchmark-disable").assert_outcomes(passed=1)
+    (line,) = (pytester.path / ".optbench" / "records.jsonl").read_text().splitlines()
+    assert "switch set, nothing switched" in json.loads(line)["verdict"]["notes"]

@@ -3,8 +3,9 @@ from dataclasses import replace
 import pytest
 import torch
 
+from benchmarks.test_compile_training import MODES
 from fixtures.data import load_cifar10, synthetic_cifar, synthetic_split
-from fixtures.training import MIXED_PRECISION, OFF, SPECS, TrainingSpec, TrainingWorkload, wide_mlp
+from fixtures.training import MIXED_PRECISION, OFF, SPECS, TrainingSpec, TrainingWorkload, Tricks, wide_mlp
 from optbench.accuracy import TrainingAgreement, TrainingOutcome
 from optbench.hardware import dtype_unsupported_reason
 
@@ -50,6 +51,32 @@ def test_set_to_none_changes_no_number():
     reference = workload.trainer(OFF).train()
     optimized = workload.trainer(replace(OFF, set_to_none=True)).train()
     assert TrainingAgreement(loss_tolerance=0)(reference, optimized).passed
+
+
+@pytest.mark.parametrize("mode", ["max-autotune", "reduce-overhead"])
+def test_training_refuses_compile_modes_that_replay_cuda_graphs(mode):
+    with pytest.raises(ValueError, match="replays CUDA graphs"):
+        tiny_workload().trainer(Tricks(compile_mode=mode))
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_compile_training_declares_modes_a_training_step_survives(mode):
+    assert tiny_workload().trainer(Tricks(compile_mode=mode)).tricks.label == f"compile:{mode}"
+
+
+def test_epoch_slices_continue_one_epoch_and_start_the_next_only_when_it_ends(monkeypatch):
+    """Each iter() of a DataLoader with persistent workers restarts the epoch and drops prefetched batches."""
+    monkeypatch.setattr("fixtures.training.LOADER_WORKERS", 0)  # the iterator logic is the same, without processes
+    spec = replace(TINY, steps_per_call=5)  # 12 batches an epoch: the third call crosses into the second epoch
+    trainer = tiny_workload(spec).trainer(OFF)
+    epochs_started = []
+    start_epoch = torch.utils.data.DataLoader.__iter__
+    monkeypatch.setattr(
+        torch.utils.data.DataLoader, "__iter__", lambda self: epochs_started.append(self) or start_epoch(self)
+    )
+    steps = [len(trainer.epoch_slice()) for _ in range(3)]
+    assert steps == [5, 5, 5]
+    assert len(epochs_started) == 2
 
 
 def outcome(losses, accuracy, parameter=1.0):
@@ -139,3 +166,44 @@ def test_bad_cifar10_root_stops_pytest_before_any_test(pytester):
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     errors = [line for line in result.errlines if line.startswith("ERROR:")]
     assert len(errors) == 1 and "--cifar10-root" in errors[0]
+
+
+NONDETERMINISTIC_REFERENCE = """
+import torch
+from torch import nn
+
+from fixtures.data import synthetic_split
+from fixtures.training import OFF, TrainingSpec, TrainingWorkload, Tricks, wide_mlp
+from optbench.accuracy import TrainingAgreement
+
+
+class Noisy(nn.Module):
+    \"\"\"Noise from a generator of its own that no seed resets: a nondeterministic kernel, on purpose.\"\"\"
+
+    def __init__(self):
+        super().__init__()
+        self.net = wide_mlp(32)
+        self.noise = torch.Generator().manual_seed(0)
+
+    def forward(self, images):
+        logits = self.net(images)
+        return logits + 1e-2 * torch.randn(logits.shape, generator=self.noise)
+
+
+def test_training(optbench):
+    spec = TrainingSpec(Noisy, batch_size=8, steps_per_epoch=4, epochs=1, heldout_size=16)
+    workload = TrainingWorkload("noisy", spec, torch.device("cpu"), synthetic_split(32, 16, 0))
+    optbench.run(
+        workload.case(Tricks(set_to_none=True), accuracy=TrainingAgreement(loss_tolerance=0), floor=0.1,
+        names=("a", "b"))
+    )
+"""
+
+
+def test_a_training_reference_that_does_not_repeat_itself_is_reported(pytester):
+    """The reference's training run is cached for the session; the repeat must train again, not reread the cache."""
+    pytester.makeconftest('pytest_plugins = ["optbench.plugin"]')
+    pytester.makepyfile(test_noisy=NONDETERMINISTIC_REFERENCE)
+    result = pytester.runpytest("--benchmark-disable")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*::test_training: reference not deterministic: two seeded runs differ*"])
