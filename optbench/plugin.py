@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import re
+from collections.abc import Generator
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
@@ -17,6 +18,7 @@ import torch
 from .baselines import BaselineError, BaselineStore
 from .confirmation import confirm_in_fresh_process
 from .environment import current_commit, environment_key, fingerprint
+from .faults import forget_frames, release_memory
 from .gate import GateSettings
 from .profiles import PROFILES, Profile
 from .recommendation import recommendation_markdown
@@ -28,6 +30,8 @@ from .significance import ComparisonSettings
 from .workers import threads_per_worker, worker_device, xdist_worker
 
 _SESSION = pytest.StashKey["OptbenchSession"]()
+_FAILURE = pytest.StashKey[BaseException]()
+"""A failed case's error, from its report until its teardown."""
 
 
 def _fraction(text: str) -> float:
@@ -287,6 +291,30 @@ class OptbenchSession:
         for name, value in report.user_properties:
             if name == RECORD_KEY:
                 self.add(value)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        report = yield
+        if call.when == "call" and report.failed and call.excinfo and "optbench" in getattr(item, "fixturenames", ()):
+            item.stash[_FAILURE] = call.excinfo.value
+        return report
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_runtest_teardown(self, item: pytest.Item) -> None:
+        """Free a failed case's memory before the next test builds its fixtures.
+
+        The failure's traceback holds the test's models: pytest keeps it as
+        sys.last_value until the next test's call phase, after that test's
+        setup, or, for pytest.fail, in reference cycles until gc runs. Here,
+        after --pdb has had its look.
+        """
+        failure = item.stash.get(_FAILURE, None)
+        if failure is not None:
+            del item.stash[_FAILURE]
+            forget_frames(failure)
+            release_memory(self.device)
 
     @pytest.hookimpl
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:

@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 import torch
@@ -20,7 +20,7 @@ from .baselines import Baseline, BaselineStore, Recording
 from .cache_flush import CacheFlush
 from .case import Case
 from .clock import DeviceClock
-from .faults import Phase, explain, release_memory, time_limit
+from .faults import Phase, explain, forget_frames, release_memory, time_limit
 from .gate import Floor, GateSettings, Verdict, judge
 from .gate import baseline_summary as gate_baseline_summary
 from .gpu_clocks import GpuClocks, GpuState, clock_note
@@ -113,16 +113,14 @@ class CaseRunner:
         torch._dynamo.reset()
         phase = Phase()
         fallback = torch._dynamo.config.patch(suppress_errors=True) if settings.compile_fallback else nullcontext()
+        fault: Exception | None = None
         try:
             with preserved_global_state(), fallback, time_limit(settings.profile.case_timeout_s, phase):
                 measured = self._measure(case, phase)
         except Exception as error:
-            release_memory(settings.device)
-            cause = explain(error, phase.current, case.workload)
-            self.publish(self._fault_record(case, cause or f"{type(error).__name__} during {phase.current}: {error}"))
-            if cause is None:
-                raise
-            pytest.fail(f"{self.case_id}: {cause}", pytrace=False)
+            fault = error  # handled outside the except block, which keeps the traceback and its tensors alive
+        if fault is not None:
+            self._fail_on_fault(case, fault, phase.current)
         baseline = None if settings.update_baselines else settings.baselines.get(self.case_id)
         confirmations: list[Confirmation] = []
         verdict = self._verdict(case, measured, baseline, confirmations)
@@ -179,6 +177,17 @@ class CaseRunner:
             spent = sum(c.wall_s for c in confirmations)
             verdict.notes.append(f"{len(confirmations)} confirmation run(s) in fresh processes, {spent:.0f} s")
         return verdict
+
+    def _fail_on_fault(self, case: Case, error: Exception, phase: str) -> NoReturn:
+        """Record the fault, free the failed case's memory, then fail the case (or re-raise an unexpected error)."""
+        cause = explain(error, phase, case.workload)
+        # Published first: releasing memory after a sticky CUDA error can fail too.
+        self.publish(self._fault_record(case, cause or f"{type(error).__name__} during {phase}: {error}"))
+        forget_frames(error)
+        unreleased = release_memory(self.settings.device)
+        if cause is None:
+            raise error
+        pytest.fail(f"{self.case_id}: {cause}" + (f"; {unreleased}" if unreleased else ""), pytrace=False)
 
     def _fault_record(self, case: Case, cause: str) -> dict[str, Any]:
         return fault_record(
