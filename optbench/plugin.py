@@ -37,6 +37,9 @@ from .workers import (
     xdist_worker,
 )
 
+DETERMINISTIC_CUBLAS = ":4096:8"
+"""CUBLAS_WORKSPACE_CONFIG that makes cuBLAS deterministic, as torch.use_deterministic_algorithms asks."""
+
 _SESSION = pytest.StashKey["OptbenchSession"]()
 _FAILURE = pytest.StashKey[BaseException]()
 """A failed case's error, from its report until its teardown."""
@@ -223,6 +226,7 @@ class OptbenchSession:
         self.results_dir = Path(config.getoption("results_dir"))
         self.records: list[dict[str, Any]] = []
         self._settings: RunSettings | None = None
+        self._estimated = False
         self._worker_runs: list[Path] = []
         """On a --gpu-per-worker controller: each worker's benchmark JSON, merged at the end."""
 
@@ -343,6 +347,22 @@ class OptbenchSession:
 
     # Hooks: on an xdist controller the workers' records arrive here through report.user_properties.
 
+    def _print_estimate(self, cases: int) -> None:
+        terminal = self.config.pluginmanager.get_plugin("terminalreporter")
+        if cases and terminal is not None and not self._estimated:
+            workers = self.config.getoption("numprocesses") if self.is_controller else 1
+            terminal.write_line(f"optbench: {self.profile.describe_estimate(cases, workers)}")
+            self._estimated = True
+
+    @pytest.hookimpl
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self._print_estimate(sum("optbench" in getattr(item, "fixturenames", ()) for item in session.items))
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        """An xdist controller collects nothing itself: every worker's collection is the whole run."""
+        self._print_estimate(len(ids))
+
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: object) -> None:
         run = getattr(node, "workeroutput", {}).get(WORKER_RUN_KEY)
@@ -419,6 +439,8 @@ class OptbenchSession:
 
 @pytest.hookimpl(tryfirst=True)  # pytest-benchmark asks for machine info in its own configure
 def pytest_configure(config: pytest.Config) -> None:
+    # Before anything initialises CUDA, which reads it once; a value set by the user is kept.
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", DETERMINISTIC_CUBLAS)
     session = OptbenchSession(config)
     config.stash[_SESSION] = session
     config.pluginmanager.register(session, "optbench-session")
