@@ -79,9 +79,45 @@ def explain(error: BaseException, phase: str, workload: str) -> str | None:
     return None
 
 
-def release_memory(device: torch.device) -> None:
-    """Frees what a failed case left cached, so the next case starts clean."""
+def forget_frames(error: BaseException) -> None:
+    """Drops the locals of the finished frames in `error`'s tracebacks (its chain included).
+
+    A traceback keeps every frame it passed through alive, and with them the
+    failed case's models and activations; the error's message and line
+    numbers stay.
+    """
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        entry = current.__traceback__
+        while entry is not None:
+            try:
+                entry.tb_frame.clear()
+            except RuntimeError:  # still executing: a caller of the code that failed
+                pass
+            else:
+                # Before Python 3.13 a frame keeps the dict its f_locals last returned; reading it again empties it.
+                _ = entry.tb_frame.f_locals
+            entry = entry.tb_next
+        current = current.__cause__ or current.__context__
+
+
+def release_memory(device: torch.device) -> str | None:
+    """Frees what a failed case left cached, so the next case starts clean; None, or why it could not.
+
+    Only what nothing refers to any more is freed: call it after `forget_frames`.
+    The CUDA part is unit-tested with fakes only: README "Parallel runs with
+    pytest-xdist" lists it among the checks to run first on a GPU runner.
+    """
     gc.collect()
-    if device.type == "cuda":
+    if device.type != "cuda":
+        return None
+    try:
         torch.cuda.synchronize(device)
-        torch.cuda.empty_cache()
+    except RuntimeError as error:
+        # A sticky error (illegal address, ECC, device-side assert) leaves the context unusable; the caller
+        # still reports the fault that caused it.
+        return f"the CUDA context is unusable ({_first_lines(error, 1)}): later CUDA cases in this process fail too"
+    torch.cuda.empty_cache()
+    return None

@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import re
+from collections.abc import Generator
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
@@ -17,6 +18,7 @@ import torch
 from .baselines import BaselineError, BaselineStore
 from .confirmation import confirm_in_fresh_process
 from .environment import current_commit, environment_key, fingerprint
+from .faults import forget_frames, release_memory
 from .gate import GateSettings
 from .profiles import PROFILES, Profile
 from .recommendation import recommendation_markdown
@@ -26,9 +28,22 @@ from .report import changes_table, summary
 from .runner import CaseRunner, RunSettings
 from .runs import saved_records
 from .significance import ComparisonSettings
-from .workers import threads_per_worker, worker_device, xdist_worker
+from .workers import (
+    WORKER_RUN_KEY,
+    merge_benchmark_runs,
+    threads_per_worker,
+    without_timing_data,
+    worker_device,
+    worker_run_path,
+    xdist_worker,
+)
+
+DETERMINISTIC_CUBLAS = ":4096:8"
+"""CUBLAS_WORKSPACE_CONFIG that makes cuBLAS deterministic, as torch.use_deterministic_algorithms asks."""
 
 _SESSION = pytest.StashKey["OptbenchSession"]()
+_FAILURE = pytest.StashKey[BaseException]()
+"""A failed case's error, from its report until its teardown."""
 
 
 def _fraction(text: str) -> float:
@@ -175,14 +190,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def resolve_device(value: str | None) -> torch.device:
+    """The device `--device` names, checked without creating a CUDA context (device_count asks NVML first)."""
     if value is None:
-        return torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
+        return torch.device("cuda", 0) if torch.cuda.device_count() else torch.device("cpu")
     match = re.fullmatch(r"cpu|cuda(?::(\d+))?", value)
     if not match:
         raise pytest.UsageError(f"--device {value!r}: expected cpu, cuda or cuda:N")
     if value == "cpu":
         return torch.device("cpu")
-    if not torch.cuda.is_available():
+    if not torch.cuda.device_count():
         raise pytest.UsageError(f"--device {value}: torch sees no CUDA device here; run with --device cpu")
     index = int(match.group(1) or 0)
     if index >= torch.cuda.device_count():
@@ -196,8 +212,10 @@ class OptbenchSession:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.threads = torch.get_num_threads()  # before any per-worker throttling: part of the environment key
-        self.device = self._worker_device() or resolve_device(config.getoption("device"))
-        if self.device.type == "cuda":
+        self.is_controller = xdist_worker() is None and config.getoption("dist", "no") != "no"
+        """An xdist controller: it measures nothing, so it stays off the GPUs (no CUDA context)."""
+        self.device = self._worker_device() or self._own_device()
+        if self.device.type == "cuda" and not self.is_controller:
             torch.cuda.set_device(self.device)
         name = config.getoption("profile") or ("standard" if self.device.type == "cuda" else "smoke")
         self.profile: Profile = PROFILES[name].with_overrides(
@@ -209,38 +227,87 @@ class OptbenchSession:
         self.results_dir = Path(config.getoption("results_dir"))
         self.records: list[Record] = []
         self._settings: RunSettings | None = None
+        self._estimated = False
+        self._worker_runs: list[Path] = []
+        """On a --gpu-per-worker controller: each worker's benchmark JSON, merged at the end."""
 
     @property
     def is_worker(self) -> bool:
         return xdist_worker() is not None
 
+    def _own_device(self) -> torch.device:
+        if not (self.is_controller and self.config.getoption("gpu_per_worker")):
+            return resolve_device(self.config.getoption("device"))
+        gpus, workers = torch.cuda.device_count(), self.config.getoption("numprocesses")
+        if workers > gpus:
+            raise pytest.UsageError(f"--gpu-per-worker: -n {workers} workers but {gpus} GPU(s) visible")
+        return torch.device("cuda")  # the workers' GPUs, one each
+
     def _worker_device(self) -> torch.device | None:
-        """Under xdist: the worker's own GPU with --gpu-per-worker; else a fair share of the CPU threads."""
+        """Under xdist: a fair share of the CPU threads, and the worker's own GPU with --gpu-per-worker."""
         worker = xdist_worker()
         if worker is None:
-            if self.config.getoption("gpu_per_worker") and self.config.getoption("numprocesses", None) is None:
+            if self.config.getoption("gpu_per_worker") and not self.is_controller:
                 raise pytest.UsageError("--gpu-per-worker needs pytest-xdist workers: add -n <number of GPUs>")
             return None
+        workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+        torch.set_num_threads(threads_per_worker(self.threads, workers))
         if not self.config.getoption("gpu_per_worker"):
-            workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-            torch.set_num_threads(threads_per_worker(self.threads, workers))
             return None
         try:
             return worker_device(worker, torch.cuda.device_count())
         except ValueError as error:
             raise pytest.UsageError(f"--gpu-per-worker: {error}") from None
 
-    def keep_timing_under_xdist(self) -> None:
-        """pytest-benchmark turns timing off under xdist; a worker that owns its GPU turns it back on."""
+    def time_on_own_gpu(self) -> None:
+        """pytest-benchmark turns timing off under xdist; a worker that owns its GPU turns it back on.
+
+        Each such worker writes its benchmarks to a file of its own, which the
+        controller merges into --benchmark-json and --benchmark-autosave/save:
+        workers writing those themselves would overwrite each other.
+        """
         benchmark_session = getattr(self.config, "_benchmarksession", None)
-        if self.is_worker and self.config.getoption("gpu_per_worker") and benchmark_session is not None:
-            benchmark_session.disabled = False
+        worker = xdist_worker()
+        if worker is None or not self.config.getoption("gpu_per_worker") or benchmark_session is None:
+            return
+        benchmark_session.disabled = False
+        if benchmark_session.json or benchmark_session.save or benchmark_session.autosave:
+            benchmark_session.json = worker_run_path(self.results_dir, worker)
+            benchmark_session.save = benchmark_session.autosave = None
+            self.config.workeroutput[WORKER_RUN_KEY] = str(benchmark_session.json)  # type: ignore[attr-defined]
+
+    def merge_worker_runs(self) -> None:
+        """Write the workers' benchmarks as this run's --benchmark-json and saved run, as one process would."""
+        benchmark_session = getattr(self.config, "_benchmarksession", None)
+        runs = [path for path in self._worker_runs if path.exists()]
+        if not runs or benchmark_session is None:
+            return
+        try:
+            merged = merge_benchmark_runs([json.loads(path.read_text()) for path in runs])
+        except ValueError as error:
+            self.config.get_terminal_writer().line(f"optbench: the workers' benchmark JSON was not merged: {error}")
+            return
+        if benchmark_session.json:
+            Path(benchmark_session.json).write_text(json.dumps(merged, indent=4))
+        name = benchmark_session.save or benchmark_session.autosave
+        if name:
+            saved = merged if benchmark_session.save_data else without_timing_data(merged)
+            benchmark_session.storage.save(saved, name)
+        for path in runs:
+            path.unlink()
+
+    def _environment(self) -> tuple[str, dict[str, Any]]:
+        """Environment key and fingerprint; a controller's are its workers' (it only reads records)."""
+        if self.is_controller:
+            return self.records[0].environment_key, {}
+        return environment_key(self.device, self.threads), fingerprint(self.device, self.threads)
 
     def settings(self) -> RunSettings:
         """Built on first need, so runs without benchmarks never read baselines."""
         if self._settings is None:
             directory = self.config.getoption("baselines_dir") or Path(self.config.rootpath, "baselines")
-            baselines = BaselineStore(Path(directory), environment_key(self.device, self.threads))
+            key, environment = self._environment()
+            baselines = BaselineStore(Path(directory), key)
             self._settings = RunSettings(
                 device=self.device,
                 profile=self.profile,
@@ -253,7 +320,7 @@ class OptbenchSession:
                 ),
                 update_baselines=self.config.getoption("update_baselines"),
                 baselines=baselines,
-                environment=fingerprint(self.device, self.threads),
+                environment=environment,
                 compile_fallback=self.config.getoption("compile_fallback"),
                 agree=self.config.getoption("agree"),
                 plant_slowdown=self.config.getoption("plant_slowdown"),
@@ -281,6 +348,28 @@ class OptbenchSession:
 
     # Hooks: on an xdist controller the workers' records arrive here through report.user_properties.
 
+    def _print_estimate(self, cases: int) -> None:
+        terminal = self.config.pluginmanager.get_plugin("terminalreporter")
+        if cases and terminal is not None and not self._estimated:
+            workers = self.config.getoption("numprocesses") if self.is_controller else 1
+            terminal.write_line(f"optbench: {self.profile.describe_estimate(cases, workers)}")
+            self._estimated = True
+
+    @pytest.hookimpl
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self._print_estimate(sum("optbench" in getattr(item, "fixturenames", ()) for item in session.items))
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        """An xdist controller collects nothing itself: every worker's collection is the whole run."""
+        self._print_estimate(len(ids))
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: object) -> None:
+        run = getattr(node, "workeroutput", {}).get(WORKER_RUN_KEY)
+        if run:
+            self._worker_runs.append(Path(run))
+
     @pytest.hookimpl
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when != "call" or self.is_worker:
@@ -288,6 +377,30 @@ class OptbenchSession:
         for name, value in report.user_properties:
             if name == RECORD_KEY:
                 self.add(Record.from_json(value, report.nodeid))
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        report = yield
+        if call.when == "call" and report.failed and call.excinfo and "optbench" in getattr(item, "fixturenames", ()):
+            item.stash[_FAILURE] = call.excinfo.value
+        return report
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_runtest_teardown(self, item: pytest.Item) -> None:
+        """Free a failed case's memory before the next test builds its fixtures.
+
+        The failure's traceback holds the test's models: pytest keeps it as
+        sys.last_value until the next test's call phase, after that test's
+        setup, or, for pytest.fail, in reference cycles until gc runs. Here,
+        after --pdb has had its look.
+        """
+        failure = item.stash.get(_FAILURE, None)
+        if failure is not None:
+            del item.stash[_FAILURE]
+            forget_frames(failure)
+            release_memory(self.device)
 
     @pytest.hookimpl
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
@@ -322,6 +435,7 @@ class OptbenchSession:
 
     @pytest.hookimpl
     def pytest_sessionfinish(self) -> None:
+        self.merge_worker_runs()
         if self.records and not self.is_worker:
             (self.results_dir / "summary.md").write_text(summary(self.records, markdown=True) + "\n")
             recommendation = recommendation_markdown(self.records)
@@ -331,6 +445,8 @@ class OptbenchSession:
 
 @pytest.hookimpl(tryfirst=True)  # pytest-benchmark asks for machine info in its own configure
 def pytest_configure(config: pytest.Config) -> None:
+    # Before anything initialises CUDA, which reads it once; a value set by the user is kept.
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", DETERMINISTIC_CUBLAS)
     session = OptbenchSession(config)
     config.stash[_SESSION] = session
     config.pluginmanager.register(session, "optbench-session")
@@ -339,7 +455,7 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.hookimpl(tryfirst=True)  # before -k/-m deselection, so stale entries are told from deselected cases
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     session = config.stash[_SESSION]
-    session.keep_timing_under_xdist()
+    session.time_on_own_gpu()
     cases = [item for item in items if "optbench" in getattr(item, "fixturenames", ())]
     if not cases:
         return
@@ -390,12 +506,16 @@ def optbench(request: pytest.FixtureRequest, benchmark: Any) -> CaseRunner:
 
 def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict[str, Any]) -> None:
     session = config.stash[_SESSION]
+    if session.is_controller:  # it measures nothing; the merged JSON carries its workers' machine info
+        return
     machine_info[RECORD_KEY] = fingerprint(session.device, session.threads)
 
 
 def pytest_benchmark_compare_machine_info(
     config: pytest.Config, benchmarksession: Any, machine_info: dict[str, Any], compared_benchmark: dict[str, Any]
 ) -> None:
+    if config.stash[_SESSION].is_controller:
+        return
     current = machine_info.get(RECORD_KEY, {}).get("environment_key")
     saved = compared_benchmark.get("machine_info", {}).get(RECORD_KEY, {}).get("environment_key")
     if current != saved:

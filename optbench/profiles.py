@@ -25,6 +25,26 @@ class Profile:
     settle_tolerance: float = 0.05
     block_target_s: float = 0.05
     """A block of back-to-back calls lasts at least this long (see measurement.block_calls)."""
+    first_calls_estimate_s: float = 15.0
+    """Seconds a case's first calls (torch.compile) and accuracy and memory checks are assumed to take when
+    estimating a run's length; not a limit."""
+
+    @property
+    def case_estimate_s(self) -> float:
+        """A case's expected length: its first calls, then warm-up and timed rounds up to their budgets."""
+        return self.first_calls_estimate_s + self.warmup_budget_s + self.case_budget_s
+
+    def estimate_s(self, cases: int, workers: int = 1) -> float:
+        """Expected seconds for `cases` cases shared by `workers` processes, confirmation runs not included."""
+        return -(-cases // max(1, workers)) * self.case_estimate_s
+
+    def describe_estimate(self, cases: int, workers: int = 1) -> str:
+        return (
+            f"estimated {self.estimate_s(cases, workers) / 60:.0f} min for {cases} cases on {workers} worker(s) "
+            f"(profile {self.name}: budget per case {self.case_estimate_s:.0f} s = first calls "
+            f"{self.first_calls_estimate_s:.0f} + warm-up {self.warmup_budget_s:.0f} + timed rounds "
+            f"{self.case_budget_s:.0f}; timeout per case {self.case_timeout_s:.0f} s; confirmation runs not included)"
+        )
 
     def with_overrides(self, **overrides: float | None) -> Profile:
         """This profile with the given fields replaced, ignoring those passed as None."""
@@ -49,5 +69,6 @@ PROFILES: dict[str, Profile] = {
         min_rounds=24,
         max_rounds=2000,
         case_timeout_s=1800.0,
+        first_calls_estimate_s=60.0,  # torch.compile of a resnet or a small causal LM, and the accuracy runs
     ),
 }

@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 import torch
@@ -20,7 +20,7 @@ from .baselines import Baseline, BaselineStore, Recording
 from .cache_flush import CacheFlush
 from .case import Case, Observed
 from .clock import DeviceClock
-from .faults import Phase, explain, release_memory, time_limit
+from .faults import Phase, explain, forget_frames, release_memory, time_limit
 from .gate import Floor, GateSettings, Verdict, judge
 from .gpu_clocks import GpuClocks, GpuState, clock_note
 from .internals import benchmark_timing, compile_counts_problem, compile_errors_fall_back_to_eager
@@ -108,17 +108,15 @@ class CaseRunner:
         # Each case compiles from scratch, so its compile time and graph counts are its own.
         torch.compiler.reset()
         phase = Phase()
+        fault: Exception | None = None
         try:
             fallback = compile_errors_fall_back_to_eager() if settings.compile_fallback else nullcontext()
             with preserved_global_state(), fallback, time_limit(settings.profile.case_timeout_s, phase):
                 measured = self._measure(case, phase)
         except Exception as error:
-            release_memory(settings.device)
-            cause = explain(error, phase.current, case.workload)
-            self.publish(self._fault_record(case, cause or f"{type(error).__name__} during {phase.current}: {error}"))
-            if cause is None:
-                raise
-            pytest.fail(f"{self.case_id}: {cause}", pytrace=False)
+            fault = error  # handled outside the except block, which keeps the traceback and its tensors alive
+        if fault is not None:
+            self._fail_on_fault(case, fault, phase.current)
         baseline = None if settings.update_baselines else settings.baselines.get(self.case_id)
         confirmations: list[Confirmation] = []
         verdict = self._verdict(case, measured, baseline, confirmations)
@@ -189,6 +187,17 @@ class CaseRunner:
             "environment_key": self.settings.baselines.environment_key,
             "workload": case.workload,
         }
+
+    def _fail_on_fault(self, case: Case, error: Exception, phase: str) -> NoReturn:
+        """Record the fault, free the failed case's memory, then fail the case (or re-raise an unexpected error)."""
+        cause = explain(error, phase, case.workload)
+        # Published first: releasing memory after a sticky CUDA error can fail too.
+        self.publish(self._fault_record(case, cause or f"{type(error).__name__} during {phase}: {error}"))
+        forget_frames(error)
+        unreleased = release_memory(self.settings.device)
+        if cause is None:
+            raise error
+        pytest.fail(f"{self.case_id}: {cause}" + (f"; {unreleased}" if unreleased else ""), pytrace=False)
 
     def _fault_record(self, case: Case, cause: str) -> Record:
         """The record of a case that ended in a fault (time-out, OOM, compiler error) before it was judged."""

@@ -1,11 +1,15 @@
-"""pytest-xdist workers: how they share the CPU, and which GPU each one owns."""
+"""pytest-xdist workers: how they share the CPU, which GPU each one owns, and how their benchmark JSON is merged."""
 
 from __future__ import annotations
 
 import os
 import re
+from pathlib import Path
+from typing import Any
 
 import torch
+
+from .record import RECORD_KEY
 
 
 def xdist_worker() -> str | None:
@@ -29,3 +33,43 @@ def worker_device(worker_id: str, gpu_count: int) -> torch.device:
             f"worker {worker_id} has no GPU of its own ({gpu_count} visible); run with -n {gpu_count} or fewer"
         )
     return torch.device("cuda", index)
+
+
+WORKER_RUN_KEY = "optbench_benchmark_json"
+"""The key of a --gpu-per-worker worker's benchmark JSON path in the output xdist hands its controller."""
+
+
+def worker_run_path(results_dir: Path, worker_id: str) -> Path:
+    """Where worker `worker_id` writes its pytest-benchmark JSON for the controller to merge."""
+    results_dir.mkdir(parents=True, exist_ok=True)
+    return results_dir.resolve() / f"benchmark-{worker_id}.json"
+
+
+def merge_benchmark_runs(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The workers' pytest-benchmark JSON documents as one, as a single process would have written it.
+
+    Machine and commit info come from the first run: all workers of a run
+    measure on one machine, on GPUs of one kind (checked by environment key).
+    """
+    if not runs:
+        raise ValueError("no worker wrote benchmark JSON")
+    keys = {run["machine_info"].get(RECORD_KEY, {}).get("environment_key") for run in runs}
+    if len(keys) > 1:
+        raise ValueError(f"the workers measured different environments ({', '.join(sorted(map(str, keys)))})")
+    benchmarks = [benchmark for run in runs for benchmark in run["benchmarks"]]
+    return {
+        **runs[0],
+        "benchmarks": sorted(benchmarks, key=lambda benchmark: benchmark["fullname"]),
+        "datetime": max(run["datetime"] for run in runs),
+    }
+
+
+def without_timing_data(run: dict[str, Any]) -> dict[str, Any]:
+    """`run` without each benchmark's round times, as --benchmark-save writes it without --benchmark-save-data."""
+    return {
+        **run,
+        "benchmarks": [
+            {**benchmark, "stats": {name: value for name, value in benchmark["stats"].items() if name != "data"}}
+            for benchmark in run["benchmarks"]
+        ],
+    }

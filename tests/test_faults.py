@@ -3,6 +3,14 @@
 import json
 
 import pytest
+import torch
+
+from optbench import Case, Exact
+from optbench.baselines import BaselineStore
+from optbench.gate import GateSettings
+from optbench.profiles import PROFILES
+from optbench.record import read_records
+from optbench.runner import CaseRunner, RunSettings
 
 CONFTEST = 'pytest_plugins = ["optbench.plugin"]\n'
 
@@ -116,8 +124,8 @@ def test_each_fault_fails_its_case_with_one_readable_sentence(faults):
             "*::test_changes_global_switches_then_fails: out of memory during first calls*",
         ]
     )
-    records = [json.loads(line) for line in (faults.path / ".optbench" / "records.jsonl").read_text().splitlines()]
-    verdicts = {record["case"].rsplit("::", 1)[1]: record["verdict"]["status"] for record in records}
+    records = read_records(faults.path / ".optbench")
+    verdicts = {record.case.rsplit("::", 1)[1]: record.verdict.status for record in records}
     healthy = verdicts.pop("test_healthy_case_still_runs")
     assert verdicts == {
         "test_oom": "fail",
@@ -167,5 +175,82 @@ def test_b_crashes_the_process():
     )
     result = pytester.runpytest_subprocess("--case-budget", "0.3", "--block-target", "0.005", "-p", "no:cacheprovider")
     assert result.ret == 3
-    (line,) = (pytester.path / ".optbench" / "records.jsonl").read_text().splitlines()
-    assert json.loads(line)["case"].endswith("test_a_first_case")
+    (record,) = read_records(pytester.path / ".optbench")
+    assert record.case.endswith("test_a_first_case")
+
+
+MEMORY = """
+import weakref
+
+import pytest
+import torch
+from optbench import Case, Exact
+
+alive = {}
+
+
+def run_failing(optbench, weights):
+    def optimized():
+        activations = weights * 2
+        alive["activations"] = weakref.ref(activations)
+        raise torch.OutOfMemoryError("injected")
+
+    optbench.run(Case(reference=lambda: weights.sum(), optimized=optimized, accuracy=Exact(), floor=0.1))
+
+
+def test_a_fault_frees_the_activations_of_its_frames(optbench):
+    with pytest.raises(pytest.fail.Exception, match="out of memory"):
+        run_failing(optbench, torch.ones(1000, 1000))
+    assert alive["activations"]() is None
+
+
+def test_b_fails_holding_its_model(optbench):
+    weights = torch.ones(1000, 1000)
+    alive["weights"] = weakref.ref(weights)
+    run_failing(optbench, weights)
+
+
+@pytest.fixture
+def freed_before_setup():
+    return {name: ref() is None for name, ref in alive.items()}
+
+
+def test_c_next_case_starts_with_the_memory_back(freed_before_setup):
+    assert freed_before_setup == {"activations": True, "weights": True}
+"""
+
+
+def test_a_failed_case_leaves_no_tensor_alive_for_the_next_one(pytester):
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_memory=MEMORY)
+    result = pytester.runpytest_subprocess("--case-budget", "0.3", "--block-target", "0.005", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(["*::test_b_fails_holding_its_model: out of memory during first calls*"])
+
+
+def test_a_sticky_cuda_error_still_publishes_the_fault_record(tmp_path, monkeypatch):
+    def sticky(device=None):
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+    monkeypatch.setattr(torch.cuda, "synchronize", sticky)
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
+    settings = RunSettings(
+        device=torch.device("cuda", 0),
+        profile=PROFILES["standard"],
+        gate=GateSettings(false_alarm_rate=0.02, min_effect=0.05, confirmations=0, accuracy_drift=0.5),
+        update_baselines=False,
+        baselines=BaselineStore(tmp_path, "cuda-test"),
+        environment={},
+    )
+    published = []
+    runner = CaseRunner(settings, benchmark=None, case_id="standard:t::oom", technique="t", publish=published.append)
+
+    def out_of_memory(case, phase):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    monkeypatch.setattr(runner, "_measure", out_of_memory)
+    case = Case(reference=lambda: 1, optimized=lambda: 1, accuracy=Exact(), floor=1.0)
+    with pytest.raises(pytest.fail.Exception, match=r"out of memory during setup.*CUDA context is unusable"):
+        runner.run(case)
+    (record,) = published
+    assert "out of memory during setup" in json.dumps(record)

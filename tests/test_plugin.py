@@ -233,3 +233,28 @@ def test_noted(optbench):
     pytester.runpytest("--benchmark-disable").assert_outcomes(passed=1)
     (line,) = (pytester.path / ".optbench" / "records.jsonl").read_text().splitlines()
     assert "switch set, nothing switched" in json.loads(line)["verdict"]["notes"]
+
+
+@pytest.mark.parametrize(("preset", "expected"), [(None, ":4096:8"), (":16:8", ":16:8")])
+def test_deterministic_cublas_is_set_at_configure_unless_the_user_set_it(project, monkeypatch, preset, expected):
+    if preset is None:
+        monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+    else:
+        monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", preset)
+    monkeypatch.setenv("EXPECTED_CUBLAS", expected)
+    project.makepyfile(
+        test_cublas="""
+import os
+
+def test_cublas_workspace():
+    assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == os.environ["EXPECTED_CUBLAS"]
+"""
+    )
+    project.runpytest_subprocess("-k", "cublas", "-p", "no:cacheprovider").assert_outcomes(passed=1, deselected=2)
+
+
+def test_the_run_starts_with_its_time_estimate(project):
+    result = project.runpytest_subprocess("--collect-only", "--profile", "standard", "-p", "no:cacheprovider")
+    result.stdout.fnmatch_lines(
+        ["optbench: estimated 5 min for 2 cases on 1 worker(s) (profile standard: budget per case 150 s = *"]
+    )

@@ -1,5 +1,8 @@
 """The GitHub workflows parse, and do what README promises."""
 
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import yaml
@@ -80,3 +83,25 @@ def test_nightly_locks_the_gpu_clocks_around_the_suite_and_always_unlocks_them()
     assert lock < bench < unlock
     assert "--lock-gpu-clocks" in steps[lock]["run"] and "--reset-gpu-clocks" in steps[unlock]["run"]
     assert steps[unlock]["if"] == "always()"
+
+
+def test_nightly_uses_one_worker_per_gpu_and_deterministic_cublas():
+    document, _, _ = load("nightly-gpu.yml")
+    job = document["jobs"]["standard-profile"]
+    assert job["env"]["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"
+    bench = next(step for step in job["steps"] if step.get("id") == "bench")["run"]
+    assert "gpus=$(nvidia-smi -L | wc -l)" in bench
+    assert 'if [ "$gpus" -gt 1 ]; then workers=(-n "$gpus" --gpu-per-worker); fi' in bench
+    assert '.venv/bin/pytest benchmarks "${workers[@]}" --profile standard' in bench
+
+
+def test_nightly_timeout_covers_the_estimate_for_the_catalogue_on_one_gpu():
+    collected = subprocess.run(
+        [sys.executable, "-m", "pytest", "benchmarks", "--collect-only", "-q", "--profile", "standard"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300, check=True,
+    )  # fmt: skip
+    minutes, cases = map(int, re.search(r"estimated (\d+) min for (\d+) cases", collected.stdout).groups())
+    assert cases == int(re.search(r"(\d+) tests? collected", collected.stdout).group(1))
+    document, _, _ = load("nightly-gpu.yml")
+    # Half again for confirmation runs of inconclusive cases and the setup and report steps.
+    assert document["jobs"]["standard-profile"]["timeout-minutes"] >= 1.5 * minutes
