@@ -7,6 +7,7 @@ import torch
 from synthetic import HALF_THE_WORK
 
 from optbench.environment import environment_key
+from optbench.record import read_records
 
 CONFTEST = 'pytest_plugins = ["optbench.plugin"]\n'
 
@@ -258,3 +259,38 @@ def test_the_run_starts_with_its_time_estimate(project):
     result.stdout.fnmatch_lines(
         ["optbench: estimated 5 min for 2 cases on 1 worker(s) (profile standard: budget per case 150 s = *"]
     )
+
+
+CHECKED = """
+import torch
+from optbench import Case, Exact
+from optbench.accuracy import Check
+
+
+def regions(observed):
+    return Check("compiled regions per call", observed.details["regions"], 1, lower_is_better=False)
+
+
+def test_checked(optbench):
+    optbench.run(Case(reference=lambda: torch.ones(8), optimized=lambda: torch.ones(8), accuracy=Exact(), floor=0.1,
+                      details=lambda: {"regions": REGIONS}, checks=(regions,)))
+"""
+
+
+@pytest.mark.parametrize(("regions", "outcome"), [(0, "failed"), (3, "passed")])
+def test_a_failing_extra_check_fails_the_case_in_its_verdict_and_stores_no_baseline(pytester, regions, outcome):
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_checked=CHECKED.replace("REGIONS", str(regions)))
+    result = pytester.runpytest_subprocess("--update-baselines", *FAST)
+    result.assert_outcomes(**{outcome: 1})
+    (record,) = read_records(pytester.path / ".optbench")
+    (check,) = record.extra_checks
+    assert check.value == regions and check.passed is (outcome == "passed")
+    stored = [json.loads(path.read_text())["cases"] for path in (pytester.path / "baselines").glob("*.json")]
+    if outcome == "failed":
+        assert record.verdict.status == "fail"
+        assert record.verdict.failures == ["check: compiled regions per call 0 (limit >= 1)"]
+        result.stdout.fnmatch_lines(["*test_checked*FAIL: check: compiled regions per call 0 (limit >= 1)*"])
+        assert not any(stored), "a case failing its own check must not become a baseline"
+    else:
+        assert [list(cases) for cases in stored] == [["smoke:test_checked.py::test_checked"]]
