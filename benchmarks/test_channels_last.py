@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from optbench import Case, Close, Requires
+from optbench import Close, Requires
 from optbench.hardware import dtype_name
 
 FLOORS = {
@@ -29,17 +29,15 @@ def test_channels_last(optbench, workload, dtype, profile):
     nchw, inputs = workload.model(dtype), workload.inputs_as(dtype)
     nhwc = workload.model(dtype, torch.channels_last)
     nhwc_inputs = workload.inputs_as(dtype, torch.channels_last)
-    with torch.inference_mode():
-        optbench.run(
-            Case(
-                reference=lambda: nchw(inputs),
-                optimized=lambda: nhwc(nhwc_inputs),
-                fp64_output=workload.fp64_output,
-                # Other convolution algorithms: same numbers up to summation order, or no further from fp64.
-                accuracy=Close(rtol=1e-3, atol=1e-3),
-                floor=FLOORS[dtype][profile.name],
-                requires=Requires(dtype=dtype),
-                names=(f"{dtype_name(dtype)} NCHW", f"{dtype_name(dtype)} channels_last"),
-                variant=f"channels_last:{dtype_name(dtype)}",
-            )
+    optbench.run(
+        workload.case(
+            lambda: nchw(inputs),
+            lambda: nhwc(nhwc_inputs),
+            # Other convolution algorithms: same numbers up to summation order, or no further from fp64.
+            accuracy=Close(rtol=1e-3, atol=1e-3),
+            floor=FLOORS[dtype][profile.name],
+            requires=Requires(dtype=dtype),
+            names=(f"{dtype_name(dtype)} NCHW", f"{dtype_name(dtype)} channels_last"),
+            variant=f"channels_last:{dtype_name(dtype)}",
         )
+    )

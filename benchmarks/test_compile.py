@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from optbench import Case, Close, Requires
+from optbench import Close, Requires
 
 MODES = {
     "default": Requires(),
@@ -50,18 +50,16 @@ def requirement(mode, workload):
 def test_compile(optbench, workload, mode):
     eager, inputs = workload.model(), workload.inputs
     optimized = compiled_call(workload.model(), inputs, mode)
-    with torch.inference_mode():
-        optbench.run(
-            Case(
-                reference=lambda: eager(inputs),
-                optimized=optimized,
-                optimized_output=lambda: optimized().clone(),
-                fp64_output=workload.fp64_output,
-                accuracy=Close(rtol=1e-3, atol=1e-3),
-                floor=FLOORS[workload.name],
-                requires=requirement(mode, workload.name),
-                names=("eager", f"compile:{mode}"),
-                variant=f"compile:{mode}",
-                expect_compiled=True,
-            )
+    optbench.run(
+        workload.case(
+            lambda: eager(inputs),
+            optimized,
+            optimized_output=lambda: optimized().clone(),
+            accuracy=Close(rtol=1e-3, atol=1e-3),
+            floor=FLOORS[workload.name],
+            requires=requirement(mode, workload.name),
+            names=("eager", f"compile:{mode}"),
+            variant=f"compile:{mode}",
+            expect_compiled=True,
         )
+    )

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from optbench import Case, ReducedPrecision, Requires
+from optbench import ReducedPrecision, Requires
 from optbench.hardware import AMPERE, AMX, VOLTA, dtype_name
 
 FLOORS = {
@@ -29,17 +29,15 @@ PAYS_ON = {torch.bfloat16: (AMPERE, AMX), torch.float16: (VOLTA,)}
 def test_reduced_precision(optbench, workload, dtype, profile):
     fp32, inputs = workload.model(), workload.inputs
     reduced, reduced_inputs = workload.model(dtype), workload.inputs_as(dtype)
-    with torch.inference_mode():
-        optbench.run(
-            Case(
-                reference=lambda: fp32(inputs),
-                optimized=lambda: reduced(reduced_inputs),
-                fp64_output=workload.fp64_output,
-                accuracy=ReducedPrecision(format_output=workload.format_output(dtype)),
-                floor=FLOORS[workload.name][profile.name],
-                floor_applies_on=PAYS_ON[dtype],
-                requires=Requires(dtype=dtype),
-                names=("fp32", dtype_name(dtype)),
-                variant=dtype_name(dtype),
-            )
+    optbench.run(
+        workload.case(
+            lambda: fp32(inputs),
+            lambda: reduced(reduced_inputs),
+            accuracy=ReducedPrecision(format_output=workload.format_output(dtype)),
+            floor=FLOORS[workload.name][profile.name],
+            floor_applies_on=PAYS_ON[dtype],
+            requires=Requires(dtype=dtype),
+            names=("fp32", dtype_name(dtype)),
+            variant=dtype_name(dtype),
         )
+    )

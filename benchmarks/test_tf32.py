@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import torch
 
-from optbench import Case, ReducedPrecision, Requires
+from optbench import ReducedPrecision, Requires
 from optbench.accuracy import TF32_MAX_RELATIVE_RMSE
 from optbench.hardware import AMPERE, AMX, HardwareClass
 from optbench.switches import under
@@ -77,20 +77,18 @@ def conv_precision(device: torch.device) -> Fp32Precision:
 
 def run_precision_case(optbench, workload, precision: Fp32Precision, floor: float) -> None:
     model, inputs = workload.model(), workload.inputs
-    with torch.inference_mode():
-        optbench.run(
-            Case(
-                reference=under((precision.change("ieee"),), lambda: model(inputs)),
-                optimized=under((precision.change(precision.value),), lambda: model(inputs)),
-                fp64_output=workload.fp64_output,
-                accuracy=ReducedPrecision(max_relative_rmse=precision.max_relative_rmse),
-                floor=floor,
-                floor_applies_on=precision.pays_on,
-                requires=precision.requires,
-                names=(f"{precision.backend} ieee", f"{precision.backend} {precision.value}"),
-                variant=precision.value,
-            )
+    optbench.run(
+        workload.case(
+            under((precision.change("ieee"),), lambda: model(inputs)),
+            under((precision.change(precision.value),), lambda: model(inputs)),
+            accuracy=ReducedPrecision(max_relative_rmse=precision.max_relative_rmse),
+            floor=floor,
+            floor_applies_on=precision.pays_on,
+            requires=precision.requires,
+            names=(f"{precision.backend} ieee", f"{precision.backend} {precision.value}"),
+            variant=precision.value,
         )
+    )
 
 
 @pytest.mark.parametrize("workload", ["vit"], indirect=True)
