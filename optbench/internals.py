@@ -15,6 +15,12 @@ Guarded here:
 - The "Torch-Compiled Region" profiler event dynamo wraps each compiled frame in. No public API.
 - `torch._dynamo.exc.TorchDynamoException` and the `torch._dynamo`/`torch._inductor` module prefix: which errors
   are compiler errors.
+- `torch.autograd.profiler.profile.kineto_results`: the allocator's allocation and free events, for CPU peak
+  memory (optbench.memory). The public profiler reports memory per op, not the events in time order.
+- `torch._inductor.cudagraph_trees.get_manager`: whether inductor recorded CUDA graphs in this case, whose
+  replays allocate nothing. No public API.
+- `torch._inductor.list_mode_options`: which compile modes turn on CUDA graphs (torch.compile's docstring
+  points to it). No public API.
 - pytest-benchmark's `BenchmarkFixture._timer` / `_disable_gc`: the timer and gc setting it times with, which
   `--benchmark-timer`, `--benchmark-disable-gc` or a test's benchmark mark chose.
 
@@ -175,3 +181,42 @@ def benchmark_timing(benchmark: Any) -> tuple[Callable[[], float], bool]:
                 package="pytest-benchmark",
             )
         ) from None
+
+
+def allocator_events(fn: Callable[[], Any]) -> list[Any] | None:
+    """The profiler's allocation and free events of one call of `fn`; None (with a warning) when unreadable."""
+    with torch.autograd.profiler.profile(profile_memory=True) as profiler:
+        fn()
+    results = getattr(profiler, "kineto_results", None)
+    if results is None:
+        # A warning: the memory column reads "-", the measurement itself is unaffected.
+        warnings.warn(missing("profiler.kineto_results", "CPU peak memory is not measured"), stacklevel=2)
+        return None
+    return list(results.events())
+
+
+def recorded_cuda_graphs(device_index: int) -> bool:
+    """Whether inductor's CUDA graph trees hold a recorded graph on this GPU (since the last compiler reset)."""
+    try:
+        from torch._inductor.cudagraph_trees import get_manager
+    except ImportError:
+        # A warning: a graphed variant's memory then reads about 0 instead of n/a.
+        warnings.warn(
+            missing("torch._inductor.cudagraph_trees.get_manager", "CUDA-graphed variants' memory is not flagged"),
+            stacklevel=2,
+        )
+        return False
+    manager = get_manager(device_index, create_if_none_exists=False)
+    return manager is not None and any(manager.roots.values())
+
+
+_CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")
+
+
+def mode_uses_cuda_graphs(mode: str) -> bool:
+    """Whether torch.compile `mode` turns on inductor's CUDA graphs."""
+    list_mode_options = getattr(getattr(torch, "_inductor", None), "list_mode_options", None)
+    if list_mode_options is None:
+        # No warning needed: the modes that add CUDA graphs are documented by name.
+        return mode in _CUDA_GRAPH_MODES
+    return bool(list_mode_options(mode).get("triton.cudagraphs"))

@@ -28,6 +28,8 @@ from typing import Any, Protocol
 
 import torch
 
+from .internals import allocator_events, recorded_cuda_graphs
+
 MEMORY_EVENT = "[memory]"
 """The name torch's profiler gives allocation (positive bytes) and free (negative bytes) events."""
 
@@ -49,17 +51,12 @@ def peak_live_bytes(events: Iterable[MemoryEvent]) -> int:
     return peak
 
 
-def _cpu_peak_bytes(fn: Callable[[], Any]) -> int:
-    with torch.autograd.profiler.profile(profile_memory=True) as profiler:
-        fn()
-    return peak_live_bytes(profiler.kineto_results.events())
-
-
-def peak_memory_bytes(fn: Callable[[], Any], device: torch.device) -> int:
-    """Bytes one call of `fn` needed above what was in use when it started."""
+def peak_memory_bytes(fn: Callable[[], Any], device: torch.device) -> int | None:
+    """Bytes one call of `fn` needed above what was in use when it started; None where unmeasurable."""
     gc.collect()
     if device.type != "cuda":
-        return _cpu_peak_bytes(fn)
+        events = allocator_events(fn)
+        return None if events is None else peak_live_bytes(events)
     torch.cuda.synchronize(device)
     torch.cuda.reset_peak_memory_stats(device)
     start = torch.cuda.memory_allocated(device)
@@ -72,7 +69,7 @@ def cuda_graphs_note(device: torch.device) -> str | None:
     """Why a compiled variant's peak memory is not measured on `device`; None where it is.
 
     The signal is inductor's CUDA graph tree manager having recorded a graph since
-    the case began (`torch._dynamo.reset()`, which the runner calls per case, also
+    the case began (`torch.compiler.reset()`, which the runner calls per case, also
     resets the trees). The compile mode is not visible to the harness, and
     `torch._inductor.config.triton.cudagraphs` is patched only while a
     "reduce-overhead" function compiles, so the global setting reads False; a
@@ -81,7 +78,4 @@ def cuda_graphs_note(device: torch.device) -> str | None:
     """
     if device.type != "cuda":
         return None
-    from torch._inductor import cudagraph_trees
-
-    manager = cudagraph_trees.get_manager(device.index, create_if_none_exists=False)
-    return CUDA_GRAPHS_NOTE if manager is not None and any(manager.roots.values()) else None
+    return CUDA_GRAPHS_NOTE if recorded_cuda_graphs(device.index) else None

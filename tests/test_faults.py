@@ -1,6 +1,5 @@
 """Every fault ends in a clear verdict, the run goes on, and nothing recorded is lost."""
 
-
 import pytest
 import torch
 

@@ -2,6 +2,7 @@
 
 import collections
 import importlib.metadata
+import sys
 import types
 
 import pytest
@@ -13,6 +14,7 @@ import torch._dynamo.utils
 from optbench import internals
 from optbench.environment import cpu_isa
 from optbench.hardware import cpu_flags, dtype_unsupported_reason
+from optbench.memory import peak_memory_bytes
 
 TORCH = f"torch {importlib.metadata.version('torch')} has no "
 
@@ -124,3 +126,32 @@ def test_missing_pytest_benchmark_privates_are_an_error():
         internals.benchmark_timing(types.SimpleNamespace(enabled=True))
     version = importlib.metadata.version("pytest-benchmark")
     one_line(str(raised.value), f"pytest-benchmark {version} has no BenchmarkFixture._timer", "cannot be timed")
+
+
+def test_without_the_profiler_s_allocator_events_memory_reads_unmeasured(monkeypatch):
+    monkeypatch.delattr(torch.autograd.profiler.profile, "kineto_results", raising=False)
+    original = torch.autograd.profiler.profile.__exit__
+
+    def exit_without_results(self, *args):
+        result = original(self, *args)
+        del self.kineto_results
+        return result
+
+    monkeypatch.setattr(torch.autograd.profiler.profile, "__exit__", exit_without_results)
+    with pytest.warns(UserWarning) as warned:
+        assert peak_memory_bytes(lambda: torch.ones(1024), torch.device("cpu")) is None
+    one_line(str(warned[0].message), TORCH + "profiler.kineto_results", "CPU peak memory is not measured")
+
+
+def test_without_cuda_graph_trees_graphed_variants_are_not_flagged(monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch._inductor.cudagraph_trees", None)
+    with pytest.warns(UserWarning) as warned:
+        assert internals.recorded_cuda_graphs(0) is False
+    one_line(str(warned[0].message), TORCH + "torch._inductor.cudagraph_trees.get_manager", "not flagged")
+
+
+@pytest.mark.parametrize(("mode", "graphs"), [("reduce-overhead", True), ("max-autotune-no-cudagraphs", False)])
+def test_compile_modes_with_cuda_graphs_are_known_with_or_without_inductor_s_table(monkeypatch, mode, graphs):
+    assert internals.mode_uses_cuda_graphs(mode) is graphs
+    monkeypatch.delattr(torch._inductor, "list_mode_options")
+    assert internals.mode_uses_cuda_graphs(mode) is graphs

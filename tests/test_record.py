@@ -34,7 +34,7 @@ def test_records_written_before_the_schema_load_with_the_new_fields_at_their_def
     ("line", "message"),
     [
         ("{not json", "records.jsonl:2: not JSON"),
-        ('{"case": "smoke:a"}', "records.jsonl:2: not an optbench record (missing value for field \"technique\")"),
+        ('{"case": "smoke:a"}', 'records.jsonl:2: not an optbench record (missing value for field "technique")'),
         ('{"schema": 99}', "records.jsonl:2: record schema 99 is newer than this optbench reads"),
         ("[1, 2]", "records.jsonl:2: not a JSON object"),
     ],
