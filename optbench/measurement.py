@@ -235,9 +235,21 @@ def paired_rounds(
     )
 
 
+def replay_rounds(benchmark: Any, per_call_s: list[float], calls: int) -> None:
+    """Gives pytest-benchmark the optimized blocks another process timed (optbench.isolation), as paired_rounds
+    would have: one round per block, its stats in time per call."""
+    benchmark.pedantic(lambda: None, rounds=len(per_call_s))
+    _store_per_call(benchmark, per_call_s, calls)
+
+
 def _per_call(benchmark: Any, calls: int) -> list[float]:
     """pytest-benchmark's block times divided by the block's calls, in its own stats (see paired_rounds)."""
+    per_call_s = [duration / calls for duration in benchmark.stats.stats.data]
+    _store_per_call(benchmark, per_call_s, calls)
+    return per_call_s
+
+
+def _store_per_call(benchmark: Any, per_call_s: list[float], calls: int) -> None:
     metadata = benchmark.stats
-    metadata.stats.data[:] = [duration / calls for duration in metadata.stats.data]
+    metadata.stats.data[:] = per_call_s
     metadata.iterations = calls
-    return list(metadata.stats.data)

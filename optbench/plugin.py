@@ -6,6 +6,8 @@ import argparse
 import json
 import os
 import re
+import shutil
+import tempfile
 from collections.abc import Generator
 from dataclasses import replace
 from functools import partial
@@ -16,10 +18,11 @@ import pytest
 import torch
 
 from .baselines import BaselineError, BaselineStore
-from .confirmation import confirm_in_fresh_process
+from .confirmation import case_arguments, confirm_in_fresh_process, independent_in_fresh_process
 from .environment import current_commit, environment_key, fingerprint
 from .faults import forget_frames, release_memory
 from .gate import GateSettings
+from .isolation import Finished, Outcome, Zygote, preloaded_modules, scratch_dir
 from .profiles import PROFILES, Profile
 from .recommendation import recommendation_markdown
 from .record import RECORD_KEY, RECORDS_FILE, Record, RecordError
@@ -126,7 +129,21 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="calibration only: make every timed call of each optimized variant this much slower (0.1 = 10%%), "
         "to measure what the gate catches. Default 0.",
     )
+    group.addoption(
+        "--isolation",
+        choices=("process", "none"),
+        default="process",
+        help="process (default): measure each case in a process of its own, forked from one that has only "
+        "imported the suite, so its numbers do not depend on the cases that ran before (optbench.isolation); "
+        "none: measure in this process (for --pdb and debugging; speedups then follow the run's history).",
+    )
+    # The roles of the processes a case runs in, set by the harness itself.
     group.addoption("--optbench-confirming", action="store_true", help=argparse.SUPPRESS)
+    group.addoption("--optbench-isolated", action="store_true", help=argparse.SUPPRESS)
+    group.addoption("--optbench-independent", action="store_true", help=argparse.SUPPRESS)
+    group.addoption("--optbench-gated-cases", type=int, default=None, help=argparse.SUPPRESS)
+    group.addoption("--optbench-threads", type=int, default=None, help=argparse.SUPPRESS)
+    group.addoption("--optbench-key-threads", type=int, default=None, help=argparse.SUPPRESS)
     group.addoption(
         "--accuracy-drift",
         type=_fraction,
@@ -211,7 +228,12 @@ class OptbenchSession:
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
-        self.threads = torch.get_num_threads()  # before any per-worker throttling: part of the environment key
+        if config.getoption("optbench_threads"):  # a case's own process runs with its parent's threads
+            torch.set_num_threads(config.getoption("optbench_threads"))
+        # Before any per-worker throttling: part of the environment key.
+        self.threads = config.getoption("optbench_key_threads") or torch.get_num_threads()
+        self.isolated = config.getoption("optbench_isolated")
+        """This process is one case's own (optbench.isolation): it writes the case's outcome for its parent."""
         self.is_controller = xdist_worker() is None and config.getoption("dist", "no") != "no"
         """An xdist controller: it measures nothing, so it stays off the GPUs (no CUDA context)."""
         self.device = self._worker_device() or self._own_device()
@@ -230,6 +252,45 @@ class OptbenchSession:
         self._estimated = False
         self._worker_runs: list[Path] = []
         """On a --gpu-per-worker controller: each worker's benchmark JSON, merged at the end."""
+        self._zygote: Zygote | None = None
+        self._outcome: Outcome | None = None
+
+    def isolates(self) -> bool:
+        """Whether this process hands each timed case to a process of its own (--isolation)."""
+        config = self.config
+        roles = ("optbench_isolated", "optbench_confirming", "optbench_independent")
+        return config.getoption("isolation") == "process" and not any(config.getoption(role) for role in roles)
+
+    def run_isolated(self, node_id: str) -> Finished:
+        """Runs the case `node_id` in a fresh fork of this run's zygote (optbench.isolation)."""
+        if self._zygote is None:
+            # An xdist worker's variables would make the child act as a worker, which records nothing itself.
+            environment = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
+            preload = preloaded_modules(self.config.pluginmanager.get_plugins())
+            self._zygote = Zygote(self.config.rootpath, preload, environment, scratch_dir())
+        results = Path(tempfile.mkdtemp(prefix="case-", dir=self._zygote.scratch))
+        arguments = case_arguments(self.config, node_id, results, gate=True)
+        arguments += ["--optbench-isolated", "--optbench-gated-cases", str(self.settings().gate.gated_cases)]
+        arguments += ["--optbench-threads", str(torch.get_num_threads()), "--optbench-key-threads", str(self.threads)]
+        arguments += ["--device", str(self.device)]
+        # Its own confirmations and independent timer run inside it, each within the case's time limit.
+        runs = 2 + self.settings().gate.confirmations
+        return self._zygote.run(arguments, results, timeout_s=self.profile.case_timeout_s * runs + 120)
+
+    def close_zygote(self) -> None:
+        if self._zygote is not None:
+            self._zygote.close()
+            shutil.rmtree(self._zygote.scratch, ignore_errors=True)
+            self._zygote = None
+
+    def note_outcome(self, report: pytest.TestReport) -> None:
+        """In a case's own process: keep the first phase that did not pass, else the call, for the parent."""
+        if self._outcome is not None and self._outcome.outcome != "passed":
+            return
+        if report.when == "call" or not report.passed:
+            self._outcome = Outcome.of(report)
+            self.results_dir.mkdir(parents=True, exist_ok=True)
+            self._outcome.write(self.results_dir)
 
     @property
     def is_worker(self) -> bool:
@@ -335,6 +396,7 @@ class OptbenchSession:
     def gate_cases(self, count: int) -> None:
         """The cases with history this run gates: the false-alarm budget is split over them."""
         settings = self.settings()
+        count = self.config.getoption("optbench_gated_cases") or count  # a case's own process: its parent's count
         self._settings = replace(settings, gate=replace(settings.gate, gated_cases=max(1, count)))
 
     def add(self, record: Record) -> None:
@@ -372,6 +434,8 @@ class OptbenchSession:
 
     @pytest.hookimpl
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if self.isolated:
+            self.note_outcome(report)
         if report.when != "call" or self.is_worker:
             return
         for name, value in report.user_properties:
@@ -435,6 +499,7 @@ class OptbenchSession:
 
     @pytest.hookimpl
     def pytest_sessionfinish(self) -> None:
+        self.close_zygote()
         self.merge_worker_runs()
         if self.records and not self.is_worker:
             (self.results_dir / "summary.md").write_text(summary(self.records, markdown=True) + "\n")
@@ -443,10 +508,34 @@ class OptbenchSession:
                 (self.results_dir / "recommendation.md").write_text(recommendation + "\n")
 
 
+def writable_folder(path: Path, option: str) -> None:
+    """Create `path` (a folder an output goes to) or raise a one-line usage error: before measuring, never after."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise pytest.UsageError(f"{option}: cannot create {path} ({error.strerror}); choose a writable path") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise pytest.UsageError(f"{option}: {path} is not writable; choose a writable path")
+
+
+def check_outputs(config: pytest.Config) -> None:
+    """Every folder this run will write into exists and is writable, so a long run cannot fail at its end."""
+    writable_folder(Path(config.getoption("results_dir")), "--results-dir")
+    report = config.getoption("benchmark_json", None)
+    if report is not None:
+        writable_folder(Path(report).parent, "--benchmark-json")
+    storage = str(config.getoption("benchmark_storage", "") or "")
+    saves = config.getoption("benchmark_save", None) or config.getoption("benchmark_autosave", False)
+    if saves and "://" not in storage.removeprefix("file://"):
+        writable_folder(Path(storage.removeprefix("file://")), "--benchmark-storage (where --benchmark-save writes)")
+
+
 @pytest.hookimpl(tryfirst=True)  # pytest-benchmark asks for machine info in its own configure
 def pytest_configure(config: pytest.Config) -> None:
     # Before anything initialises CUDA, which reads it once; a value set by the user is kept.
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", DETERMINISTIC_CUBLAS)
+    if not hasattr(config, "workerinput"):  # an xdist worker writes where its controller said
+        check_outputs(config)
     session = OptbenchSession(config)
     config.stash[_SESSION] = session
     config.pluginmanager.register(session, "optbench-session")
@@ -492,15 +581,20 @@ def optbench(request: pytest.FixtureRequest, benchmark: Any) -> CaseRunner:
     """Runs a `Case` through warm-up, paired timing, accuracy and the gate: `optbench.run(case)`."""
     session = request.config.stash[_SESSION]
     technique = request.module.__name__.rsplit(".", 1)[-1].removeprefix("test_")
-    confirming = request.config.getoption("optbench_confirming")
+    config, node_id = request.config, request.node.nodeid
+    confirming = config.getoption("optbench_confirming")
+    settings = session.settings()
     return CaseRunner(
-        session.settings(),
+        settings,
         benchmark,
-        case_id=session.case_id(request.node.nodeid),
+        case_id=session.case_id(node_id),
         technique=technique,
         # As JSON: under xdist user_properties travel from worker to controller through execnet.
         publish=lambda record: request.node.user_properties.append((RECORD_KEY, record.to_json())),
-        confirm=None if confirming else partial(confirm_in_fresh_process, request.config, request.node.nodeid),
+        confirm=None if confirming else partial(confirm_in_fresh_process, config, node_id),
+        isolate=partial(session.run_isolated, node_id) if benchmark.enabled and session.isolates() else None,
+        independent=partial(independent_in_fresh_process, config, node_id) if settings.agree else None,
+        independent_only=config.getoption("optbench_independent"),
     )
 
 

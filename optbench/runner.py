@@ -24,7 +24,19 @@ from .faults import Phase, explain, forget_frames, release_memory, time_limit
 from .gate import Floor, GateSettings, Verdict, judge
 from .gpu_clocks import GpuClocks, GpuState, clock_note
 from .internals import benchmark_timing, compile_counts_problem, compile_errors_fall_back_to_eager
-from .measurement import Blocks, FirstCalls, RoundPlan, Rounds, WarmUp, first_calls, paired_rounds, plan_rounds, warm_up
+from .isolation import Finished
+from .measurement import (
+    Blocks,
+    FirstCalls,
+    RoundPlan,
+    Rounds,
+    WarmUp,
+    first_calls,
+    paired_rounds,
+    plan_rounds,
+    replay_rounds,
+    warm_up,
+)
 from .memory import cuda_graphs_note, peak_memory_bytes
 from .planted import planted
 from .profiles import Profile
@@ -90,6 +102,9 @@ class CaseRunner:
         technique: str,
         publish: Callable[[Record], None],
         confirm: Callable[[], Confirmation] | None = None,
+        isolate: Callable[[], Finished] | None = None,
+        independent: Callable[[], list[float] | None] | None = None,
+        independent_only: bool = False,
     ) -> None:
         self.settings = settings
         self.benchmark = benchmark
@@ -98,6 +113,12 @@ class CaseRunner:
         self.publish = publish
         self.confirm = confirm
         """Measures this case again in a fresh process; None inside such a process (no confirmation of its own)."""
+        self.isolate = isolate
+        """Runs this whole case in a process of its own (optbench.isolation); None to run it here."""
+        self.independent = independent
+        """Times this case with torch.utils.benchmark.Timer in a fresh process (--agree); None not to."""
+        self.independent_only = independent_only
+        """This process is that fresh process: it only runs the independent timer."""
 
     def run(self, case: Case) -> Record:
         """Measure, check and gate `case`; returns its record, fails the test on a failing verdict."""
@@ -105,6 +126,10 @@ class CaseRunner:
         reason = case.requires.unmet(settings.device, settings.profile.name)
         if reason:
             pytest.skip(reason)
+        if self.isolate is not None:
+            return self._relay(case, self.isolate())
+        if self.independent_only:
+            return self._time_independently(case)
         # Each case compiles from scratch, so its compile time and graph counts are its own.
         torch.compiler.reset()
         phase = Phase()
@@ -144,6 +169,39 @@ class CaseRunner:
             )
         if verdict.failures:
             pytest.fail(f"{self.case_id}: " + "; ".join(verdict.failures), pytrace=False)
+        return record
+
+    def _relay(self, case: Case, finished: Finished) -> Record:
+        """Reproduce here what the case's own process recorded and how its test ended."""
+        if finished.problem is not None:
+            self.publish(self._fault_record(case, finished.problem))
+            pytest.fail(f"{self.case_id}: {finished.problem}", pytrace=False)
+        assert finished.outcome is not None
+        record = finished.record
+        if record is not None:
+            self.benchmark.extra_info[RECORD_KEY] = record.to_json()
+            if record.timing is not None:
+                replay_rounds(self.benchmark, record.timing.optimized_s.data, record.timing.block_calls)
+            self.publish(record)
+        if finished.outcome.outcome == "skipped":
+            pytest.skip(finished.outcome.text)
+        if finished.outcome.outcome == "failed":
+            pytest.fail(finished.outcome.text, pytrace=False)
+        if record is None:
+            pytest.fail(f"{self.case_id}: its own process passed but wrote no record", pytrace=False)
+        return record
+
+    def _time_independently(self, case: Case) -> Record:
+        """Only the independent timer, on a fresh process's first calls of the case (optbench.agreement)."""
+        torch.compiler.reset()
+        with preserved_global_state():
+            ratios = independent_ratios(case.reference, case.optimized)
+        record = Record(
+            **self.identity(case),
+            independent_ratios=ratios,
+            verdict=VerdictSummary("pass", [], [], ["independent timer only"]),
+        )
+        self.publish(record)
         return record
 
     def _verdict(
@@ -221,14 +279,8 @@ class CaseRunner:
         timed = self.benchmark.enabled
         flush = CacheFlush(settings.device) if case.cold_cache else None
         warmup = warm_up(case.reference, optimized, clock, profile, first, flush) if timed else WarmUp.skipped(first)
-        phase.enter("accuracy")
-        accuracy, unrepeatable = self._accuracy(case, compiled=case.expect_compiled or first.compile.compiled)
-        phase.enter("peak memory")
-        memory_note = cuda_graphs_note(settings.device) if case.expect_compiled else None
-        memory = (
-            peak_memory_bytes(case.reference, settings.device),
-            None if memory_note else peak_memory_bytes(case.optimized, settings.device),
-        )
+        # Timing first, before anything else heavy runs in this process: the fp64 truth, the profiler and the
+        # accuracy runs change the allocator's state, and with it the speedup (optbench.isolation).
         plan = rounds = speedup = None
         phase.enter("timed rounds")
         if timed:
@@ -239,9 +291,17 @@ class CaseRunner:
         else:
             self.benchmark.pedantic(case.optimized, rounds=1)  # pytest-benchmark expects its fixture used
         independent = None
-        if timed and settings.agree:
-            phase.enter("independent timer")
-            independent = independent_ratios(case.reference, optimized)
+        if timed and self.independent is not None:
+            phase.enter("independent timer (fresh process)")
+            independent = self.independent()
+        phase.enter("accuracy")
+        accuracy, unrepeatable = self._accuracy(case, compiled=case.expect_compiled or first.compile.compiled)
+        phase.enter("peak memory")
+        memory_note = cuda_graphs_note(settings.device) if case.expect_compiled else None
+        memory = (
+            peak_memory_bytes(case.reference, settings.device),
+            None if memory_note else peak_memory_bytes(case.optimized, settings.device),
+        )
         phase.enter("details")
         details = case.details() if case.details else None
         phase.enter("extra checks")

@@ -219,9 +219,12 @@ def test_c_next_case_starts_with_the_memory_back(freed_before_setup):
 
 
 def test_a_failed_case_leaves_no_tensor_alive_for_the_next_one(pytester):
+    """In one process (--isolation none, and what a case's own process does when it fails)."""
     pytester.makeconftest(CONFTEST)
     pytester.makepyfile(test_memory=MEMORY)
-    result = pytester.runpytest_subprocess("--case-budget", "0.3", "--block-target", "0.005", "-p", "no:cacheprovider")
+    result = pytester.runpytest_subprocess(
+        "--isolation", "none", "--case-budget", "0.3", "--block-target", "0.005", "-p", "no:cacheprovider"
+    )
     result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines(["*::test_b_fails_holding_its_model: out of memory during first calls*"])
 
