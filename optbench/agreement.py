@@ -1,11 +1,13 @@
 """Holding the suite's speedup against an independent timer: `torch.utils.benchmark.Timer`.
 
-With `--agree`, each case is measured again right after its timed rounds, in
-the same process and on the same objects, by `Timer.blocked_autorange`
-(blocks of back-to-back calls, the steady state) in ABBA order over
-`repetitions` pairs. The record keeps each pair's ratio; `python -m optbench
-agree` runs chosen catalogue cases that way and tabulates whether the
-independent median lies inside the suite's interval.
+With `--agree`, each case is measured again right after its timed rounds by
+`Timer.blocked_autorange` (blocks of back-to-back calls, the steady state) in
+ABBA order over `repetitions` pairs, in a new interpreter that builds the same
+workload from the same fixtures and does nothing else
+(optbench.confirmation.independent_in_fresh_process): a user's fresh process,
+sharing no allocator state with the suite's. The record keeps each pair's
+ratio; `python -m optbench agree` runs chosen catalogue cases that way and
+tabulates whether the independent median lies inside the suite's interval.
 """
 
 from __future__ import annotations
@@ -43,6 +45,9 @@ def independent_ratios(
         timer = Timer(stmt="fn()", globals={"fn": fn}, num_threads=threads)
         return timer.blocked_autorange(min_run_time=min_run_time).median
 
+    # Compilation and first-call set-up are not the steady state Timer is asked about.
+    reference()
+    optimized()
     ratios = []
     for repetition in range(repetitions):
         if repetition % 2 == 0:
