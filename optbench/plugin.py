@@ -272,7 +272,8 @@ class OptbenchSession:
         arguments = case_arguments(self.config, node_id, results, gate=True)
         arguments += ["--optbench-isolated", "--optbench-gated-cases", str(self.settings().gate.gated_cases)]
         arguments += ["--optbench-threads", str(torch.get_num_threads()), "--optbench-key-threads", str(self.threads)]
-        arguments += ["--device", str(self.device)]
+        # Uncaptured: a crash's last words (a native abort, a print) reach the case's log, and its failure.
+        arguments += ["--device", str(self.device), "--capture", "no"]
         # Its own confirmations and independent timer run inside it, each within the case's time limit.
         runs = 2 + self.settings().gate.confirmations
         return self._zygote.run(arguments, results, timeout_s=self.profile.case_timeout_s * runs + 120)

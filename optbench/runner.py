@@ -24,7 +24,7 @@ from .faults import Phase, explain, forget_frames, release_memory, time_limit
 from .gate import Floor, GateSettings, Verdict, judge
 from .gpu_clocks import GpuClocks, GpuState, clock_note
 from .internals import benchmark_timing, compile_counts_problem, compile_errors_fall_back_to_eager
-from .isolation import Finished
+from .isolation import Finished, IsolationError
 from .measurement import (
     Blocks,
     FirstCalls,
@@ -127,7 +127,12 @@ class CaseRunner:
         if reason:
             pytest.skip(reason)
         if self.isolate is not None:
-            return self._relay(case, self.isolate())
+            try:
+                finished = self.isolate()
+            except IsolationError as error:
+                self.publish(self._fault_record(case, str(error)))
+                pytest.fail(f"{self.case_id}: {error}", pytrace=False)
+            return self._relay(case, finished)
         if self.independent_only:
             return self._time_independently(case)
         # Each case compiles from scratch, so its compile time and graph counts are its own.

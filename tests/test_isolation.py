@@ -27,6 +27,8 @@ from optbench import Case, Exact
 
 M_MMAP_THRESHOLD = -3
 buffer = torch.empty(262144)
+# One thread: a 1 MiB fill split over two OpenMP threads waits for a scheduler slice when the machine is busy.
+torch.set_num_threads(1)
 
 
 def test_a_moves_the_allocators_threshold():
