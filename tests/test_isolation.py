@@ -14,7 +14,7 @@ import statistics
 
 import pytest
 
-from optbench.isolation import Outcome, preloaded_modules
+from optbench.isolation import IsolationError, Outcome, Zygote, preloaded_modules
 from optbench.record import read_records
 
 CONFTEST = 'pytest_plugins = ["optbench.plugin"]\n'
@@ -161,3 +161,21 @@ def test_an_outcome_reads_a_skip_reason_and_a_failure_text():
 
     assert Outcome.of(Report("skipped", ("f.py", 3, "Skipped: no GPU"))).text == "no GPU"
     assert Outcome.of(Report("failed", "boom", "boom")) == Outcome("failed", "call", "boom")
+
+
+def test_a_zygote_that_cannot_import_the_suite_says_which_module_in_one_line(tmp_path):
+    zygote = Zygote(tmp_path, ["torch", "a_module_that_is_not_there"], dict(os.environ), tmp_path / "scratch")
+    with pytest.raises(IsolationError, match="importing a_module_that_is_not_there: ModuleNotFoundError"):
+        zygote.run(["--version"], tmp_path, timeout_s=60)
+    zygote.close()
+
+
+def test_a_case_process_past_its_time_limit_is_killed_and_said_so(tmp_path):
+    (tmp_path / "test_sleeps.py").write_text("import time\n\ndef test_sleeps():\n    time.sleep(60)\n")
+    zygote = Zygote(tmp_path, ["torch"], dict(os.environ), tmp_path / "scratch")
+    try:
+        finished = zygote.run(["test_sleeps.py", "-p", "no:cacheprovider"], tmp_path, timeout_s=3)
+    finally:
+        zygote.close()
+    assert finished.problem.startswith("the case's own process was killed after running 3 s before it finished")
+    assert finished.wall_s < 30
