@@ -96,11 +96,21 @@ def observed_ops(call: Callable[[], Any], ops: frozenset[str]) -> list[OpCall]:
     return log.calls
 
 
-LOW_PRECISION_OPS = frozenset(
-    {"aten.mm", "aten.addmm", "aten.bmm", "aten.baddbmm", "aten.convolution", "aten.convolution_backward"}
-)
-"""The matmuls and convolutions: what autocast runs in the low-precision dtype on every backend (its
-"lower_precision_fp" list), forward and backward; `linear` and `matmul` reach the dispatcher as these."""
+CONVOLUTIONS = frozenset({"aten.convolution", "aten.conv1d", "aten.conv2d", "aten.conv3d"})
+"""Convolutions as a dispatch mode meets them: `convolution` with autograd on; under inference_mode, which skips
+the autograd key where `conv2d` is decomposed, the `convN d` call itself (never both for one call)."""
+LOW_PRECISION_OPS = CONVOLUTIONS | {
+    "aten.convolution_backward",
+    "aten.mm",
+    "aten.addmm",
+    "aten.bmm",
+    "aten.baddbmm",
+    "aten.linear",
+    "aten.matmul",
+}
+"""The matmuls and convolutions, forward and backward: what autocast runs in the low-precision dtype on every
+backend (its "lower_precision_fp" list). `linear` and `matmul` reach a dispatch mode whole under inference_mode,
+as `mm`/`addmm` otherwise."""
 
 
 @dataclass(frozen=True)
@@ -148,9 +158,6 @@ class Converted:
         return InEffect(dtype_name(self.dtype), done, evidence)
 
 
-CONVOLUTION = frozenset({"aten.convolution"})
-
-
 def _channels_last(tensor: torch.Tensor) -> bool:
     return tensor.dim() != 4 or tensor.is_contiguous(memory_format=torch.channels_last)
 
@@ -163,7 +170,7 @@ class ChannelsLast:
     side: Side = "optimized"
 
     def __call__(self, case: Case) -> InEffect:
-        calls = observed_ops(lambda: _call(case, self.side), CONVOLUTION)
+        calls = observed_ops(lambda: _call(case, self.side), CONVOLUTIONS)
         nhwc = sum(_channels_last(c.args[0]) and all(_channels_last(t) for t in c.outputs) for c in calls)
         if not calls:
             return InEffect("channels_last", False, "ran no convolution, so nothing shows the layout")

@@ -58,8 +58,10 @@ def _zero_filling(zero_grad: Any) -> Any:
 
 
 def _inputs_not_in_bf16(inputs_as: Any) -> Any:
-    def planted_inputs_as(self: InferenceWorkload, dtype: torch.dtype | None = None, **kwargs: Any) -> torch.Tensor:
-        return inputs_as(self, None if dtype is torch.bfloat16 else dtype, **kwargs)
+    def planted_inputs_as(
+        self: InferenceWorkload, dtype: torch.dtype | None = None, memory_format: torch.memory_format | None = None
+    ) -> torch.Tensor:
+        return inputs_as(self, None if dtype is torch.bfloat16 else dtype, memory_format)
 
     return planted_inputs_as
 

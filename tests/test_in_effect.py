@@ -73,6 +73,19 @@ def test_autocast_is_seen_in_the_dtype_of_every_matmul_and_convolution_forward_a
     assert seen.in_effect and seen.text().startswith("autocast:bf16 ran ") and "in bfloat16" in seen.text()
 
 
+@BF16
+def test_autocast_is_seen_under_inference_mode_too():
+    """inference_mode skips the autograd key that decomposes conv2d and linear: the mode meets them whole."""
+    model = tiny_cnn()
+
+    @torch.inference_mode()
+    def call() -> torch.Tensor:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return model(IMAGES)
+
+    assert Autocast(torch.bfloat16)(case_of(call)).evidence == "ran 3 of 3 matmul/conv in bfloat16"
+
+
 def test_autocast_that_does_nothing_is_not_in_effect():
     model = tiny_cnn()
     seen = Autocast(torch.bfloat16)(case_of(lambda: model(IMAGES)))
@@ -99,6 +112,8 @@ def test_channels_last_is_seen_on_every_convolutions_input_and_output():
     half_done = ChannelsLast()(case_of(lambda: model(IMAGES)))
     assert not half_done.in_effect and half_done.evidence.startswith("ran 1 of 2 convolutions")
     assert not ChannelsLast()(case_of(lambda: tiny_cnn()(IMAGES))).in_effect
+    with torch.inference_mode():  # where InferenceWorkload.case runs its calls
+        assert ChannelsLast()(case_of(lambda: model(inputs))).evidence.startswith("ran 2 of 2 convolutions")
 
 
 MODES = {"grad": contextlib.nullcontext, "no_grad": torch.no_grad, "inference_mode": torch.inference_mode}
@@ -224,28 +239,34 @@ def test_a_case_not_in_effect_fails_in_its_summary_and_is_never_stored_as_a_base
     assert not list((pytester.path / "baselines").glob("*.json"))
 
 
-# (catalogue test selection, what the planted no-op fails as)
+# (catalogue case, what its planted no-op fails as). Autocast is planted in the training stack on the small
+# LayerNorm/GELU classifier: test_amp[bf16-resnet] is caught the same way, but its accuracy check alone trains
+# the ResNet nine times (minutes on two busy cores); the stack's set_to_none no-op is caught there too.
 PLANTED = {
-    "test_amp.py::test_amp[bf16-resnet]": "not in effect: autocast:bf16 ran no matmul/conv in bfloat16 (0 of *",
+    "test_training_stack.py::test_training_stack[ln-mlp]": "not in effect: autocast:bf16 ran no matmul/conv in bfloat16 (0 of *",
     "test_channels_last.py::test_channels_last[fp32-resnet]": "not in effect: channels_last ran 0 of * convolutions*",
-    "test_zero_grad.py::test_zero_grad[wide-mlp]": "not in effect: zero_grad(set_to_none=True) left 0 of * None*",
+    "test_zero_grad.py::test_zero_grad[wide-mlp]": "not in effect: zero_grad(set_to_none=True) left 0 of * None",
     "test_reduced_precision.py::test_reduced_precision[bf16-resnet]": "not in effect: bf16 has 0 of * parameters*",
 }
 
 
 @BF16
 def test_planted_no_ops_in_real_catalogue_cases_fail_as_not_in_effect_without_history(tmp_path):
-    """All four no-ops planted in one run (each touches only its own technique), against an empty history."""
+    """All four no-ops planted in one run (each touches only its own technique), against an empty history.
+
+    Untimed (--benchmark-disable): what is observed does not depend on the timing, which on a machine without
+    history gates nothing anyway; the harness's own test above shows a timed case failing the same way.
+    """
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), str(ROOT)])}
     command = [sys.executable, "-m", "pytest", *(f"benchmarks/{node}" for node in PLANTED), "-p", "planted_no_ops"]
     command += ["--profile", "smoke", "--baselines-dir", str(tmp_path / "empty"), "--results-dir", str(tmp_path)]
-    command += ["--update-baselines", "--case-budget", "1", "--block-target", "0.02", "-p", "no:cacheprovider"]
+    command += ["--update-baselines", "--benchmark-disable", "-p", "no:cacheprovider"]
     result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     output = result.stdout + result.stderr
     assert result.returncode == pytest.ExitCode.TESTS_FAILED, output
     failures = {record.node_id: record.verdict.failures for record in read_records(tmp_path)}
     for node, failure in PLANTED.items():
-        assert any(fnmatch(line, failure) for line in failures[f"benchmarks/{node}"]), (node, failures, output)
+        assert any(fnmatch(line, failure) for line in failures[f"benchmarks/{node}"]), (node, failures)
     assert f"{len(PLANTED)} failed" in output
     # --update-baselines, and still nothing stored: a case not in effect is never anyone's baseline.
     assert not list((tmp_path / "empty").glob("*.json"))
