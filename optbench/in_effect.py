@@ -98,7 +98,7 @@ def observed_ops(call: Callable[[], Any], ops: frozenset[str]) -> list[OpCall]:
 
 CONVOLUTIONS = frozenset({"aten.convolution", "aten.conv1d", "aten.conv2d", "aten.conv3d"})
 """Convolutions as a dispatch mode meets them: `convolution` with autograd on; under inference_mode, which skips
-the autograd key where `conv2d` is decomposed, the `convN d` call itself (never both for one call)."""
+the autograd key where `conv2d` is decomposed, the `conv1d`/`conv2d`/`conv3d` call itself (never both)."""
 LOW_PRECISION_OPS = CONVOLUTIONS | {
     "aten.convolution_backward",
     "aten.mm",
