@@ -14,6 +14,7 @@ import torch
 
 from optbench import Close, Requires
 from optbench.hardware import dtype_name
+from optbench.in_effect import ChannelsLast
 
 FLOORS = {
     torch.float32: {"smoke": 0.85, "standard": 0.85},
@@ -39,5 +40,6 @@ def test_channels_last(optbench, workload, dtype, profile):
             requires=Requires(dtype=dtype),
             names=(f"{dtype_name(dtype)} NCHW", f"{dtype_name(dtype)} channels_last"),
             variant=f"channels_last:{dtype_name(dtype)}",
+            in_effect=(ChannelsLast(),),
         )
     )

@@ -25,6 +25,7 @@ from torch import nn
 
 from fixtures.models import InferenceWorkload, transposed
 from optbench import Case, Close, Requires
+from optbench.in_effect import SettingInside
 from optbench.switches import Change, under
 
 CUDA = Requires(cuda=True, why="cudnn.benchmark chooses among cuDNN convolution algorithms")
@@ -34,6 +35,17 @@ BENCHMARK_ON = ((torch.backends.cudnn, "benchmark", True),)
 SAME_OUTPUTS = Close(rtol=1e-3, atol=1e-3)
 # Not measured on a GPU yet: the first CUDA baseline replaces this guess.
 FIXED_SHAPES_FLOOR = 1.02
+
+
+def benchmark_read_inside(
+    reference: nn.Module, optimized: nn.Module, flag: tuple[Change, ...]
+) -> tuple[SettingInside, ...]:
+    """The flag each side's ResNet runs under: off for the reference, `flag`'s value for the optimized one."""
+    ((_, _, optimized_value),) = flag
+    return (
+        SettingInside(torch.backends.cudnn, "benchmark", False, "cudnn.benchmark", reference, "reference"),
+        SettingInside(torch.backends.cudnn, "benchmark", optimized_value, "cudnn.benchmark", optimized),
+    )
 
 
 def fixed_shape(side: int) -> tuple[int, int]:
@@ -94,6 +106,7 @@ def orientations(
         fp64_output=fp64_output,
         accuracy=SAME_OUTPUTS,
         requires=CUDA,
+        in_effect=benchmark_read_inside(model, mirrored, optimized_flag),
         **fields,
     )
 
@@ -164,5 +177,6 @@ def test_varying_shapes(optbench, workload, resnets, images, images_fp64_output)
                 requires=CUDA,
                 names=("benchmark off", "benchmark on"),
                 variant="benchmark",
+                in_effect=benchmark_read_inside(model, mirrored, BENCHMARK_ON),
             )
         )

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from optbench import Case, Exact
+from optbench.in_effect import AutogradMode
 
 CONTEXTS = {
     "grad": contextlib.nullcontext,
@@ -48,5 +49,7 @@ def test_inference_mode(optbench, workload, reference, optimized, floors):
             floor=floors[workload.name],
             names=(reference, optimized),
             variant=f"{reference}->{optimized}",
+            # Bitwise-equal outputs are the point here, so the outputs' autograd marks show each side's mode.
+            in_effect=(AutogradMode(reference, side="reference"), AutogradMode(optimized)),
         )
     )

@@ -25,6 +25,7 @@ from torch import nn
 from optbench import Case, Close, ReducedPrecision, Requires
 from optbench.accuracy import TF32_MAX_RELATIVE_RMSE
 from optbench.hardware import AMPERE, AMX, cuda_capability, dtype_name
+from optbench.in_effect import ChangesNumbers, Converted
 from optbench.switches import Change, under
 
 MIXED_PRECISION = {"mixed-precision": True, "fp32": False}
@@ -132,6 +133,7 @@ def test_load_model_stack(optbench, workload, precision, device):
             requires=Requires(dtype=dtype),
             names=("fp32 eager", f"seed stack {dtype_name(dtype or torch.float32)}"),
             variant="seed-stack",
+            in_effect=(Converted(dtype, stack), ChangesNumbers(dtype_name(dtype))) if dtype is not None else (),
             notes=(CUDNN_BENCHMARK_UNUSED,) if CUDNN_BENCHMARK in changes else (),
         )
     )

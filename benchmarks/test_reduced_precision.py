@@ -14,6 +14,7 @@ import torch
 
 from optbench import ReducedPrecision, Requires
 from optbench.hardware import AMPERE, AMX, VOLTA, dtype_name
+from optbench.in_effect import ChangesNumbers, Converted
 
 FLOORS = {
     "resnet": {"smoke": 0.9, "standard": 1.3},
@@ -39,5 +40,6 @@ def test_reduced_precision(optbench, workload, dtype, profile):
             requires=Requires(dtype=dtype),
             names=("fp32", dtype_name(dtype)),
             variant=dtype_name(dtype),
+            in_effect=(Converted(dtype, reduced), ChangesNumbers(dtype_name(dtype))),
         )
     )

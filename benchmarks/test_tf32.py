@@ -25,6 +25,7 @@ import torch
 from optbench import ReducedPrecision, Requires
 from optbench.accuracy import TF32_MAX_RELATIVE_RMSE
 from optbench.hardware import AMPERE, AMX, HardwareClass
+from optbench.in_effect import SettingInside, Side
 from optbench.switches import under
 
 TENSOR_CORES = Requires(min_capability=(8, 0), why="TF32 runs on tensor cores (Ampere and later)")
@@ -46,6 +47,10 @@ class Fp32Precision:
 
     def change(self, value: str) -> tuple[Any, str, str]:
         return (self.owner, "fp32_precision", value)
+
+    def read_inside(self, model: torch.nn.Module, value: str, side: Side) -> SettingInside:
+        """`value` is the precision `model`'s forward runs under on `side`."""
+        return SettingInside(*self.change(value), f"{self.backend} fp32_precision", model, side)
 
 
 def matmul_precision(level: str, device: torch.device) -> Fp32Precision:
@@ -87,6 +92,10 @@ def run_precision_case(optbench, workload, precision: Fp32Precision, floor: floa
             requires=precision.requires,
             names=(f"{precision.backend} ieee", f"{precision.backend} {precision.value}"),
             variant=precision.value,
+            in_effect=(
+                precision.read_inside(model, "ieee", "reference"),
+                precision.read_inside(model, precision.value, "optimized"),
+            ),
         )
     )
 

@@ -9,6 +9,7 @@ from typing import Any
 from .accuracy import Check, Comparator
 from .compilation import CompileActivity
 from .hardware import HardwareClass, Requires
+from .in_effect import Observer
 
 
 @dataclass(frozen=True)
@@ -66,5 +67,10 @@ class Case:
     """The case's own pass/fail checks beyond accuracy (e.g. "the eager reference entered no compiled code"), run
     after `details` and judged in the verdict like accuracy: a failing one fails the case, shows in the summary and
     keeps the case out of the baselines."""
+    in_effect: tuple[Observer, ...] = ()
+    """What shows the optimization acting (`optbench.in_effect`): each observer runs once after the timed rounds
+    and says what it saw, e.g. `Autocast(torch.bfloat16)`: every matmul ran in bf16. One that does not see its
+    technique act fails the case with `not in effect: ...`, as a no-op would otherwise pass at 1.00x with
+    unchanged numbers. Torch.compile's own proof is `expect_compiled`."""
     notes: tuple[str, ...] = ()
     """Said in the verdict's notes: what the names promise that this case does not do (a switch set to no effect)."""

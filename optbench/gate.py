@@ -6,8 +6,8 @@ floor is a promise only on the hardware classes the case names
 (`Case.floor_applies_on`) and only where the case has history: there, a whole
 interval below it fails. Elsewhere, and on a machine the suite has not seen,
 speed below the floor is reported as "does not pay here", not as a failure.
-Accuracy failures, a nondeterministic reference, new graph breaks and eager
-measured as compiled fail everywhere.
+Accuracy failures, a nondeterministic reference, new graph breaks, eager
+measured as compiled and an optimization not seen in effect fail everywhere.
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 
 from .accuracy import Accuracy, Check
 from .baselines import Baseline
+from .in_effect import InEffect
+from .in_effect import failures as not_in_effect
 from .regression import Decision, decide
 from .stats import Interval
 
@@ -139,6 +141,7 @@ def judge(
     graph_breaks: int | None = None,
     unrepeatable_reference: Check | None = None,
     extra_checks: Sequence[Check] = (),
+    in_effect: Sequence[InEffect] = (),
 ) -> Verdict:
     """Accuracy and compile checks everywhere; speed as the module docstring says. No measurements: untimed."""
     verdict = Verdict()
@@ -153,6 +156,7 @@ def judge(
         if drifted:
             verdict.failures.append(drifted)
     verdict.failures.extend(f"check: {check.text()}" for check in extra_checks if not check.passed)
+    verdict.failures.extend(not_in_effect(in_effect))
     recorded_breaks = baseline.graph_breaks if baseline else None
     if graph_breaks is not None and recorded_breaks is not None and graph_breaks > recorded_breaks:
         verdict.failures.append(f"compile: {graph_breaks} graph breaks, baseline had {recorded_breaks}")

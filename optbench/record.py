@@ -25,6 +25,7 @@ from .baselines import Baseline
 from .compilation import CompileActivity
 from .gate import Verdict
 from .gpu_clocks import GpuState
+from .in_effect import InEffect
 from .measurement import RoundPlan, Rounds, WarmUp
 from .regression import Decision
 from .stats import Interval
@@ -217,6 +218,8 @@ class Record:
     """None when the case ended in a fault before its accuracy was checked."""
     extra_checks: list[Check] = field(default_factory=list)
     """The case's own checks beyond accuracy (`Case.checks`), judged in its verdict."""
+    in_effect: list[InEffect] = field(default_factory=list)
+    """What showed the optimization acting (`Case.in_effect`), judged in its verdict. Older records lack it."""
     gate: Gate | None = None
     verdict: VerdictSummary = field(default_factory=lambda: VerdictSummary("fail", ["no verdict recorded"], [], []))
     details: dict[str, Any] | None = None

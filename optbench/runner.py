@@ -23,6 +23,7 @@ from .clock import DeviceClock
 from .faults import Phase, explain, forget_frames, release_memory, time_limit
 from .gate import Floor, GateSettings, Verdict, judge
 from .gpu_clocks import GpuClocks, GpuState, clock_note
+from .in_effect import InEffect
 from .internals import benchmark_timing, compile_counts_problem, compile_errors_fall_back_to_eager
 from .isolation import Finished, IsolationError
 from .measurement import (
@@ -230,6 +231,7 @@ class CaseRunner:
             graph_breaks=measured.first.compile.graph_breaks if measured.first.compile.compiled else None,
             unrepeatable_reference=measured.unrepeatable,
             extra_checks=measured.extra_checks,
+            in_effect=measured.in_effect,
         )
         self._note_measurement_quality(verdict, case, measured, has_history=baseline is not None)
         verdict.notes.extend([*case.notes, *measured.notes])
@@ -312,6 +314,8 @@ class CaseRunner:
         phase.enter("extra checks")
         observed = Observed(details, first.compile)
         extra_checks = [check(observed) for check in case.checks]
+        # Each observer runs its own call of the case, so none of them perturbs a timed round.
+        in_effect = [observe(case) for observe in case.in_effect]
         phase.enter("verdict")
         gpu_end = gpu.read() if gpu else None
         notes = [note for note in (clock_note(gpu_start, gpu_end), gpu.problem if gpu else None) if note]
@@ -334,6 +338,7 @@ class CaseRunner:
             memory_note=memory_note,
             details=details,
             extra_checks=extra_checks,
+            in_effect=in_effect,
             phases_s=phase.durations_s,
             gpu=(gpu_start, gpu_end),
             independent_ratios=independent,
@@ -406,6 +411,7 @@ class Measured:
     """Why the optimized variant's memory is not measured (CUDA graphs); None where it is."""
     details: dict[str, Any] | None
     extra_checks: list[Check]
+    in_effect: list[InEffect]
     phases_s: dict[str, float]
     gpu: tuple[GpuState | None, GpuState | None]
     independent_ratios: list[float] | None
@@ -423,6 +429,7 @@ class Measured:
             memory=Memory(*self.memory, optimized_note=self.memory_note),
             accuracy=AccuracySummary.of(self.accuracy, reference_deterministic=self.unrepeatable is None),
             extra_checks=self.extra_checks,
+            in_effect=self.in_effect,
             gate=Gate(
                 floor=case.floor,
                 ceiling=case.ceiling,

@@ -1,0 +1,339 @@
+"""Proof that an optimization is in effect: one call of a case's side, observed after the timed rounds.
+
+A speedup of 1.00x and an accuracy deviation of 0 are what an optimization
+that silently does nothing looks like, and on a machine without history they
+pass ("does not pay here"). So every technique declares what it changes that
+can be seen (`Case.in_effect`): the dtype the matmuls ran in, the layout the
+convolutions read, the setting read inside the model's forward, the gradients
+zero_grad leaves. The runner calls each observer once, outside the timed
+rounds, and the gate fails the case with `not in effect: ...` when the change
+is not seen. Observers are typed callables of the case, so they fit any
+workload: they run its `reference` or `optimized` call (or compare its
+outputs) under a `TorchDispatchMode`, a forward pre-hook or a wrapped
+`zero_grad`, and give back an `InEffect`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+import torch
+from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
+
+from .accuracy import TrainingOutcome, tensors
+from .hardware import dtype_name
+
+if TYPE_CHECKING:
+    from .case import Case
+
+Side = Literal["reference", "optimized"]
+
+
+@dataclass(frozen=True)
+class InEffect:
+    """What one observer saw: whether the technique acted, and the evidence in words."""
+
+    technique: str
+    """What was expected to act, e.g. "autocast:bf16" or "reference zero_grad(set_to_none=False)"."""
+    in_effect: bool
+    evidence: str
+    """Completes a sentence after `technique`, e.g. "ran 43 of 43 matmul/conv in bfloat16"."""
+
+    def text(self) -> str:
+        return f"{self.technique} {self.evidence}"
+
+
+class Observer(Protocol):
+    """Called once per case after the timed rounds; runs what it needs of the case and says what it saw."""
+
+    def __call__(self, case: Case) -> InEffect: ...
+
+
+def _call(case: Case, side: Side) -> Any:
+    return case.optimized() if side == "optimized" else case.reference()
+
+
+@dataclass(frozen=True)
+class OpCall:
+    """One ATen operation as a dispatch mode sees it, below autocast and autograd: what actually ran."""
+
+    op: str
+    """The overload packet, e.g. "aten.convolution"."""
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    outputs: tuple[torch.Tensor, ...]
+
+
+class _OpLog(TorchDispatchMode):
+    """Records every ATen call that `keep` accepts; keeps only those, as a whole step can run thousands."""
+
+    def __init__(self, keep: Callable[[str], bool]) -> None:
+        super().__init__()
+        self.keep = keep
+        self.calls: list[OpCall] = []
+
+    def __torch_dispatch__(
+        self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
+    ) -> Any:
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        op = str(func.overloadpacket)
+        if self.keep(op):
+            leaves = tuple(leaf for leaf in tree_leaves(out) if isinstance(leaf, torch.Tensor))
+            self.calls.append(OpCall(op, args, kwargs, leaves))
+        return out
+
+
+def observed_ops(call: Callable[[], Any], ops: frozenset[str]) -> list[OpCall]:
+    """The calls of `ops` that one `call()` made. Compiled code runs eager under a dispatch mode (dynamo skips
+    frames while one is active), so this sees what the technique's own switches did, not inductor's kernels."""
+    with _OpLog(ops.__contains__) as log:
+        call()
+    return log.calls
+
+
+CONVOLUTIONS = frozenset({"aten.convolution", "aten.conv1d", "aten.conv2d", "aten.conv3d"})
+"""Convolutions as a dispatch mode meets them: `convolution` with autograd on; under inference_mode, which skips
+the autograd key where `conv2d` is decomposed, the `conv1d`/`conv2d`/`conv3d` call itself (never both)."""
+LOW_PRECISION_OPS = CONVOLUTIONS | {
+    "aten.convolution_backward",
+    "aten.mm",
+    "aten.addmm",
+    "aten.bmm",
+    "aten.baddbmm",
+    "aten.linear",
+    "aten.matmul",
+}
+"""The matmuls and convolutions, forward and backward: what autocast runs in the low-precision dtype on every
+backend (its "lower_precision_fp" list). `linear` and `matmul` reach a dispatch mode whole under inference_mode,
+as `mm`/`addmm` otherwise."""
+
+
+@dataclass(frozen=True)
+class Autocast:
+    """Every matmul/convolution of one call ran in `dtype`: autocast's whole effect, and what a no-op lacks."""
+
+    dtype: torch.dtype
+    side: Side = "optimized"
+
+    def __call__(self, case: Case) -> InEffect:
+        calls = observed_ops(lambda: _call(case, self.side), LOW_PRECISION_OPS)
+        low = sum(all(t.dtype == self.dtype for t in c.outputs if t.is_floating_point()) for c in calls)
+        technique, dtype = f"autocast:{dtype_name(self.dtype)}", str(self.dtype).removeprefix("torch.")
+        if not calls:
+            return InEffect(technique, False, "ran no matmul/conv at all, so nothing shows it acting")
+        if low == 0:
+            return InEffect(technique, False, f"ran no matmul/conv in {dtype} (0 of {len(calls)} ops)")
+        return InEffect(technique, low == len(calls), f"ran {low} of {len(calls)} matmul/conv in {dtype}")
+
+
+def _floating(values: list[torch.Tensor]) -> list[torch.Tensor]:
+    return [value for value in values if value.is_floating_point()]
+
+
+@dataclass(frozen=True, eq=False)
+class Converted:
+    """`model`'s parameters and one call's outputs are in `dtype`: a conversion (`.to(torch.bfloat16)`,
+    `.half()`) that was skipped leaves them in fp32."""
+
+    dtype: torch.dtype
+    model: nn.Module
+    side: Side = "optimized"
+
+    def __call__(self, case: Case) -> InEffect:
+        parameters = _floating(list(self.model.parameters()))
+        outputs = _floating(tensors(_call(case, self.side)))
+        converted_parameters = sum(p.dtype == self.dtype for p in parameters)
+        converted_outputs = sum(o.dtype == self.dtype for o in outputs)
+        dtype = str(self.dtype).removeprefix("torch.")
+        evidence = (
+            f"has {converted_parameters} of {len(parameters)} parameters and "
+            f"{converted_outputs} of {len(outputs)} outputs in {dtype}"
+        )
+        done = converted_parameters == len(parameters) and converted_outputs == len(outputs) > 0
+        return InEffect(dtype_name(self.dtype), done, evidence)
+
+
+def _channels_last(tensor: torch.Tensor) -> bool:
+    return tensor.dim() != 4 or tensor.is_contiguous(memory_format=torch.channels_last)
+
+
+@dataclass(frozen=True)
+class ChannelsLast:
+    """Every convolution of one call read and wrote channels_last-contiguous activations. A tensor both layouts
+    describe (1x1 images, one channel) counts as channels_last: nothing in it says otherwise."""
+
+    side: Side = "optimized"
+
+    def __call__(self, case: Case) -> InEffect:
+        calls = observed_ops(lambda: _call(case, self.side), CONVOLUTIONS)
+        nhwc = sum(_channels_last(c.args[0]) and all(_channels_last(t) for t in c.outputs) for c in calls)
+        if not calls:
+            return InEffect("channels_last", False, "ran no convolution, so nothing shows the layout")
+        return InEffect(
+            "channels_last",
+            nhwc == len(calls),
+            f"ran {nhwc} of {len(calls)} convolutions on channels_last activations (input and output)",
+        )
+
+
+GradMode = Literal["grad", "no_grad", "inference_mode"]
+
+
+@dataclass(frozen=True)
+class AutogradMode:
+    """One call's outputs carry the marks of `mode`: inference tensors under inference_mode, no autograd
+    history under no_grad, history with autograd on. Declared on both sides, it shows the two differ."""
+
+    mode: GradMode
+    side: Side = "optimized"
+
+    def __call__(self, case: Case) -> InEffect:
+        # Not `tensors()`: it detaches, which drops the autograd marks this looks at.
+        outputs = [leaf for leaf in tree_leaves(_call(case, self.side)) if isinstance(leaf, torch.Tensor)]
+        inference = sum(o.is_inference() for o in outputs)
+        history = sum(o.requires_grad for o in outputs)
+        expected = {
+            "inference_mode": (len(outputs), 0),
+            "no_grad": (0, 0),
+            "grad": (0, len(outputs)),
+        }[self.mode]
+        label = self.mode if self.side == "optimized" else f"reference {self.mode}"
+        evidence = f"gave {inference} of {len(outputs)} outputs as inference tensors, {history} with autograd history"
+        return InEffect(label, bool(outputs) and (inference, history) == expected, evidence)
+
+
+@dataclass(frozen=True, eq=False)
+class SettingInside:
+    """`owner.name` read inside `module`'s forward during one call equals `value`: a process-wide switch (TF32,
+    oneDNN precision, cudnn.benchmark) seen where the kernels read it, not where the case meant to set it."""
+
+    owner: Any
+    name: str
+    value: Any
+    label: str
+    """The setting in words, e.g. "oneDNN matmul fp32_precision"."""
+    module: nn.Module
+    side: Side = "optimized"
+
+    def __call__(self, case: Case) -> InEffect:
+        seen: list[Any] = []
+        handle = self.module.register_forward_pre_hook(lambda module, args: seen.append(getattr(self.owner, self.name)))
+        try:
+            _call(case, self.side)
+        finally:
+            handle.remove()
+        technique = self.label if self.side == "optimized" else f"reference {self.label}"
+        if not seen:
+            return InEffect(technique, False, "was never read: the model's forward did not run")
+        read = sorted({repr(value) for value in seen})
+        ok = all(value == self.value for value in seen)
+        return InEffect(technique, ok, f"read {', '.join(read)} inside the forward (expected {self.value!r})")
+
+
+COPIES = frozenset({"aten._to_copy", "aten.copy_"})
+
+
+def _host_to_device(call: OpCall) -> tuple[torch.Tensor, bool] | None:
+    """(source, non_blocking) of a copy from host memory to another device; None for any other copy."""
+    if call.op == "aten._to_copy":
+        source, destination = call.args[0], call.outputs[0]
+    else:
+        destination, source = call.args[0], call.args[1]
+    if not isinstance(source, torch.Tensor) or source.device.type != "cpu" or destination.device.type == "cpu":
+        return None
+    return source, bool(call.kwargs.get("non_blocking", call.args[2] if len(call.args) > 2 else False))
+
+
+@dataclass(frozen=True)
+class PinnedCopies:
+    """Every host-to-device copy of one call read pinned memory (and, with `non_blocking`, did not wait)."""
+
+    non_blocking: bool = False
+    side: Side = "optimized"
+
+    def __call__(self, case: Case) -> InEffect:
+        copies = [copy for c in observed_ops(lambda: _call(case, self.side), COPIES) if (copy := _host_to_device(c))]
+        technique = "pin_memory+non_blocking" if self.non_blocking else "pin_memory"
+        if not copies:
+            return InEffect(technique, False, "made no host-to-device copy, so nothing shows pinned memory")
+        pinned = sum(source.is_pinned() for source, _ in copies)
+        waited = sum(not non_blocking for _, non_blocking in copies) if self.non_blocking else 0
+        evidence = f"copied {pinned} of {len(copies)} host batches from pinned memory"
+        if self.non_blocking:
+            evidence += f", {len(copies) - waited} of them non_blocking"
+        return InEffect(technique, pinned == len(copies) and waited == 0, evidence)
+
+
+@dataclass(frozen=True, eq=False)
+class GradsCleared:
+    """Right after every `zero_grad` of one call, the gradients are None (`set_to_none`) or still there.
+
+    `optimizer` is looked up at call time: a trainer may replace its optimizer between calls. Its `zero_grad` is
+    wrapped on the instance for the call, so what is seen is what zero_grad did, whatever it was asked to do.
+    """
+
+    optimizer: Callable[[], torch.optim.Optimizer]
+    set_to_none: bool
+    side: Side = "optimized"
+
+    def __call__(self, case: Case) -> InEffect:
+        optimizer = self.optimizer()
+        zero_grad = optimizer.zero_grad
+        seen: list[tuple[int, int]] = []
+
+        def observed(*args: Any, **kwargs: Any) -> None:
+            zero_grad(*args, **kwargs)
+            grads = [p.grad for group in optimizer.param_groups for p in group["params"]]
+            seen.append((sum(g is None for g in grads), len(grads)))
+
+        optimizer.zero_grad = observed  # type: ignore[method-assign]
+        try:
+            _call(case, self.side)
+        finally:
+            del optimizer.zero_grad  # the class's method again
+        technique = f"zero_grad(set_to_none={self.set_to_none})"
+        technique = technique if self.side == "optimized" else f"reference {technique}"
+        if not seen:
+            return InEffect(technique, False, "was never called")
+        none, total = min(seen) if self.set_to_none else max(seen)
+        ok = none == total if self.set_to_none else none == 0
+        return InEffect(technique, ok, f"left {none} of {total} gradients None")
+
+
+def _numbers(output: Any) -> list[torch.Tensor]:
+    if isinstance(output, TrainingOutcome):
+        return [output.losses, *output.parameters]
+    return tensors(output)
+
+
+@dataclass(frozen=True)
+class ChangesNumbers:
+    """The optimized output is not bitwise equal to the reference's, where the technique changes precision.
+
+    bf16/fp16 or autocast that leaves every number exactly as fp32 computed it did not run: real rounding
+    moves at least one. Compares the case's accuracy outputs (`reference_output`/`optimized_output` where
+    declared, e.g. cached training runs), converted to the reference's dtype.
+    """
+
+    technique: str
+
+    def __call__(self, case: Case) -> InEffect:
+        reference = _numbers((case.reference_output or case.reference)())
+        optimized = _numbers((case.optimized_output or case.optimized)())
+        same = len(reference) == len(optimized) and all(
+            r.shape == o.shape and torch.equal(r, o.to(r.device, r.dtype))
+            for r, o in zip(reference, optimized, strict=True)
+        )
+        if same:
+            return InEffect(self.technique, False, "left every number bitwise equal to the reference's")
+        return InEffect(self.technique, True, "changed the numbers, as reduced precision must")
+
+
+def failures(observations: Sequence[InEffect]) -> list[str]:
+    """The verdict's failure lines for what was not seen acting."""
+    return [f"not in effect: {seen.text()}" for seen in observations if not seen.in_effect]

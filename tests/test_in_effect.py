@@ -1,0 +1,272 @@
+"""Every optimization proves it is in effect: observers on tiny models, then planted no-ops in real catalogue cases.
+
+The planted runs are the point of the issue: with autocast, channels_last, set_to_none or the bf16 conversion
+made a no-op, the catalogue case used to pass on a machine without history ("1.00x, does not pay here",
+unchanged numbers). `planted_no_ops` is a `-p` plugin, so every pytest process of the run is planted.
+"""
+
+import contextlib
+import os
+import subprocess
+import sys
+from fnmatch import fnmatch
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from optbench import Case, Exact
+from optbench.accuracy import Accuracy, Check, TrainingOutcome
+from optbench.gate import Floor, GateSettings, judge
+from optbench.in_effect import (
+    Autocast,
+    AutogradMode,
+    ChangesNumbers,
+    ChannelsLast,
+    Converted,
+    GradsCleared,
+    InEffect,
+    PinnedCopies,
+    SettingInside,
+)
+from optbench.record import read_records
+from optbench.switches import settings, under
+
+ROOT = Path(__file__).resolve().parents[1]
+BF16 = pytest.mark.skipif(
+    not torch.backends.mkldnn.is_available() or not torch.ops.mkldnn._is_mkldnn_bf16_supported(),
+    reason="needs native bf16 on this CPU",
+)
+
+
+def tiny_cnn() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(), nn.Conv2d(4, 4, 3), nn.Flatten(), nn.Linear(4 * 4 * 4, 3))
+
+
+IMAGES = torch.randn(2, 3, 8, 8, generator=torch.Generator().manual_seed(0))
+
+
+def case_of(optimized, reference=lambda: torch.zeros(1), **fields) -> Case:
+    return Case(reference=reference, optimized=optimized, accuracy=Exact(), floor=1.0, **fields)
+
+
+def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, set_to_none: bool, autocast=None):
+    def step() -> torch.Tensor:
+        optimizer.zero_grad(set_to_none=set_to_none)
+        with torch.autocast("cpu", dtype=autocast, enabled=autocast is not None):
+            loss = model(IMAGES).square().mean()
+        loss.backward()
+        optimizer.step()
+        return loss.detach()
+
+    return step
+
+
+@BF16
+def test_autocast_is_seen_in_the_dtype_of_every_matmul_and_convolution_forward_and_backward():
+    model = tiny_cnn()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    seen = Autocast(torch.bfloat16)(case_of(train_step(model, optimizer, True, autocast=torch.bfloat16)))
+    # Two convolutions and a linear, forward, and their backward: all in bf16.
+    assert seen.in_effect and seen.text().startswith("autocast:bf16 ran ") and "in bfloat16" in seen.text()
+
+
+@BF16
+def test_autocast_is_seen_under_inference_mode_too():
+    """inference_mode skips the autograd key that decomposes conv2d and linear: the mode meets them whole."""
+    model = tiny_cnn()
+
+    @torch.inference_mode()
+    def call() -> torch.Tensor:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return model(IMAGES)
+
+    assert Autocast(torch.bfloat16)(case_of(call)).evidence == "ran 3 of 3 matmul/conv in bfloat16"
+
+
+def test_autocast_that_does_nothing_is_not_in_effect():
+    model = tiny_cnn()
+    seen = Autocast(torch.bfloat16)(case_of(lambda: model(IMAGES)))
+    assert seen == InEffect("autocast:bf16", False, "ran no matmul/conv in bfloat16 (0 of 3 ops)")
+    nothing = Autocast(torch.bfloat16)(case_of(lambda: IMAGES.relu()))
+    assert not nothing.in_effect and "ran no matmul/conv at all" in nothing.evidence
+
+
+@BF16
+def test_a_converted_model_has_its_parameters_and_outputs_in_the_dtype():
+    model = tiny_cnn().to(torch.bfloat16)
+    inputs = IMAGES.to(torch.bfloat16)
+    assert Converted(torch.bfloat16, model)(case_of(lambda: model(inputs))).in_effect
+    fp32 = tiny_cnn()
+    skipped = Converted(torch.bfloat16, fp32)(case_of(lambda: fp32(IMAGES)))
+    assert skipped == InEffect("bf16", False, "has 0 of 6 parameters and 0 of 1 outputs in bfloat16")
+
+
+def test_channels_last_is_seen_on_every_convolutions_input_and_output():
+    model = tiny_cnn().to(memory_format=torch.channels_last)
+    inputs = IMAGES.contiguous(memory_format=torch.channels_last)
+    assert ChannelsLast()(case_of(lambda: model(inputs))).in_effect
+    # A model converted but fed NCHW images: the first convolution reads them as they are.
+    half_done = ChannelsLast()(case_of(lambda: model(IMAGES)))
+    assert not half_done.in_effect and half_done.evidence.startswith("ran 1 of 2 convolutions")
+    assert not ChannelsLast()(case_of(lambda: tiny_cnn()(IMAGES))).in_effect
+    with torch.inference_mode():  # where InferenceWorkload.case runs its calls
+        assert ChannelsLast()(case_of(lambda: model(inputs))).evidence.startswith("ran 2 of 2 convolutions")
+
+
+MODES = {"grad": contextlib.nullcontext, "no_grad": torch.no_grad, "inference_mode": torch.inference_mode}
+
+
+@pytest.mark.parametrize("ran", list(MODES))
+@pytest.mark.parametrize("declared", list(MODES))
+def test_each_autograd_mode_is_told_apart_by_its_outputs(declared, ran):
+    model = tiny_cnn()
+
+    def call():
+        with MODES[ran]():
+            return model(IMAGES)
+
+    seen = AutogradMode(declared)(case_of(call))
+    assert seen.in_effect == (declared == ran), seen.text()
+    reference = AutogradMode(declared, side="reference")(case_of(lambda: None, reference=call))
+    assert reference.in_effect == (declared == ran) and reference.technique == f"reference {declared}"
+
+
+def test_a_setting_is_read_inside_the_models_forward():
+    model = tiny_cnn()
+    change = (torch.backends.mkldnn.matmul, "fp32_precision", "bf16")
+    observer = SettingInside(*change, "oneDNN matmul fp32_precision", model)
+    set_around_the_call = observer(case_of(under((change,), lambda: model(IMAGES))))
+    assert set_around_the_call.in_effect and "read 'bf16' inside the forward" in set_around_the_call.evidence
+    # Set where the case meant to, but not around the call that ran: what a lost `under` looks like.
+    with settings(change):
+        pass
+    lost = observer(case_of(lambda: model(IMAGES)))
+    assert not lost.in_effect and lost.text().startswith("oneDNN matmul fp32_precision read 'none'")
+    never = SettingInside(*change, "oneDNN matmul fp32_precision", tiny_cnn())(case_of(lambda: model(IMAGES)))
+    assert not never.in_effect and never.evidence == "was never read: the model's forward did not run"
+
+
+def test_host_to_device_copies_from_pageable_memory_are_not_pinned():
+    """On CPU, a copy to the meta device stands in for host-to-device: seen, and not pinned."""
+    batch = torch.ones(4, 3)
+    seen = PinnedCopies(non_blocking=True)(case_of(lambda: batch.to("meta", non_blocking=True)))
+    assert seen == InEffect(
+        "pin_memory+non_blocking", False, "copied 0 of 1 host batches from pinned memory, 1 of them non_blocking"
+    )
+    none = PinnedCopies()(case_of(lambda: batch.to(torch.float64)))
+    assert not none.in_effect and none.evidence.startswith("made no host-to-device copy")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="pinned memory needs CUDA")
+def test_pinned_non_blocking_copies_are_in_effect():
+    pinned, pageable = torch.ones(4, 3).pin_memory(), torch.ones(4, 3)
+    assert PinnedCopies(non_blocking=True)(case_of(lambda: pinned.to("cuda", non_blocking=True))).in_effect
+    assert not PinnedCopies()(case_of(lambda: pageable.to("cuda"))).in_effect
+    assert not PinnedCopies(non_blocking=True)(case_of(lambda: pinned.to("cuda"))).in_effect
+
+
+@pytest.mark.parametrize("asked", [True, False])
+@pytest.mark.parametrize("declared", [True, False])
+def test_zero_grad_is_seen_leaving_gradients_none_or_zero_filled(declared, asked):
+    model = tiny_cnn()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    step = train_step(model, optimizer, set_to_none=asked)
+    step()  # gradients exist from here on, as after a warm-up
+    seen = GradsCleared(lambda: optimizer, set_to_none=declared)(case_of(step))
+    assert seen.in_effect == (declared == asked), seen.text()
+    assert seen.evidence == f"left {6 if asked else 0} of 6 gradients None"
+    assert "zero_grad" not in vars(optimizer)  # the instance's wrapper is gone
+
+
+def test_zero_grad_never_called_is_not_in_effect():
+    optimizer = torch.optim.SGD(tiny_cnn().parameters(), lr=0.1)
+    assert GradsCleared(lambda: optimizer, set_to_none=True)(case_of(lambda: None)).evidence == "was never called"
+
+
+@BF16
+def test_a_precision_change_that_leaves_every_number_unchanged_is_suspicious():
+    model, reduced = tiny_cnn(), tiny_cnn().to(torch.bfloat16)
+    assert ChangesNumbers("bf16")(case_of(lambda: reduced(IMAGES.bfloat16()), lambda: model(IMAGES))).in_effect
+    same = ChangesNumbers("bf16")(case_of(lambda: model(IMAGES), lambda: model(IMAGES)))
+    assert same == InEffect("bf16", False, "left every number bitwise equal to the reference's")
+
+
+def test_training_runs_are_compared_by_their_losses_and_parameters():
+    run = TrainingOutcome(torch.tensor([2.0, 1.5]), 0.5, (torch.ones(3),))
+    moved = TrainingOutcome(torch.tensor([2.0, 1.5]), 0.5, (torch.ones(3) + 1e-3,))
+    assert not ChangesNumbers("autocast:bf16")(
+        case_of(None, None, reference_output=lambda: run, optimized_output=lambda: run)
+    ).in_effect
+    assert ChangesNumbers("autocast:bf16")(
+        case_of(None, None, reference_output=lambda: run, optimized_output=lambda: moved)
+    ).in_effect
+
+
+def test_the_gate_fails_what_is_not_in_effect_everywhere():
+    accuracy = Accuracy((Check("max_abs_diff", 0.0, 0.0, lower_is_better=True),))
+    gate = GateSettings(false_alarm_rate=0.02, min_effect=0.05, confirmations=2, accuracy_drift=0.5)
+    seen = [InEffect("channels_last", True, "ran 2 of 2"), InEffect("autocast:bf16", False, "ran no matmul/conv")]
+    verdict = judge([], accuracy, Floor(1.2, applies_here=False), None, None, gate, in_effect=seen)
+    assert verdict.status == "fail" and verdict.failures == ["not in effect: autocast:bf16 ran no matmul/conv"]
+    assert judge([], accuracy, Floor(1.2, applies_here=False), None, None, gate, in_effect=seen[:1]).status == "pass"
+
+
+NOT_IN_EFFECT = """
+import torch
+from optbench import Case, Exact
+from optbench.in_effect import InEffect
+
+
+def test_a_no_op(optbench):
+    x = torch.ones(4)
+    optbench.run(Case(reference=lambda: x + 1, optimized=lambda: x + 1, accuracy=Exact(), floor=1.2,
+                      in_effect=(lambda case: InEffect("planted", False, "did nothing"),)))
+"""
+
+
+def test_a_case_not_in_effect_fails_in_its_summary_and_is_never_stored_as_a_baseline(pytester, monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    pytester.makeconftest('pytest_plugins = ["optbench.plugin"]\n')
+    pytester.makepyfile(test_no_op=NOT_IN_EFFECT)
+    result = pytester.runpytest_subprocess(
+        "--update-baselines", "--case-budget", "0.5", "--block-target", "0.01", "-p", "no:cacheprovider"
+    )
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*test_a_no_op: not in effect: planted did nothing*", "*FAIL: not in effect*"])
+    assert not list((pytester.path / "baselines").glob("*.json"))
+
+
+# (catalogue case, what its planted no-op fails as). Autocast is planted in the training stack on the small
+# LayerNorm/GELU classifier: test_amp[bf16-resnet] is caught the same way, but its accuracy check alone trains
+# the ResNet nine times (minutes on two busy cores); the stack's set_to_none no-op is caught there too.
+PLANTED = {
+    "test_training_stack.py::test_training_stack[ln-mlp]": "not in effect: autocast:bf16 ran no matmul/conv in bf*",
+    "test_channels_last.py::test_channels_last[fp32-resnet]": "not in effect: channels_last ran 0 of * convolutions*",
+    "test_zero_grad.py::test_zero_grad[wide-mlp]": "not in effect: zero_grad(set_to_none=True) left 0 of * None",
+    "test_reduced_precision.py::test_reduced_precision[bf16-resnet]": "not in effect: bf16 has 0 of * parameters*",
+}
+
+
+@BF16
+def test_planted_no_ops_in_real_catalogue_cases_fail_as_not_in_effect_without_history(tmp_path):
+    """All four no-ops planted in one run (each touches only its own technique), against an empty history.
+
+    Untimed (--benchmark-disable): what is observed does not depend on the timing, which on a machine without
+    history gates nothing anyway; the harness's own test above shows a timed case failing the same way.
+    """
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), str(ROOT)])}
+    command = [sys.executable, "-m", "pytest", *(f"benchmarks/{node}" for node in PLANTED), "-p", "planted_no_ops"]
+    command += ["--profile", "smoke", "--baselines-dir", str(tmp_path / "empty"), "--results-dir", str(tmp_path)]
+    command += ["--update-baselines", "--benchmark-disable", "-p", "no:cacheprovider"]
+    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    output = result.stdout + result.stderr
+    assert result.returncode == pytest.ExitCode.TESTS_FAILED, output
+    failures = {record.node_id: record.verdict.failures for record in read_records(tmp_path)}
+    for node, failure in PLANTED.items():
+        assert any(fnmatch(line, failure) for line in failures[f"benchmarks/{node}"]), (node, failures)
+    assert f"{len(PLANTED)} failed" in output
+    # --update-baselines, and still nothing stored: a case not in effect is never anyone's baseline.
+    assert not list((tmp_path / "empty").glob("*.json"))
