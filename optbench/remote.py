@@ -117,6 +117,11 @@ class RemoteWorkload:
         self._stderr: IO[bytes] | None = None
 
     @property
+    def pid(self) -> int | None:
+        """The worker's process id once started (to watch or signal it), None before."""
+        return self._process.pid if self._process is not None else None
+
+    @property
     def name(self) -> str:
         return f"{self.spec.workload} {self.spec.variant} worker ({self.allocator})"
 
@@ -146,7 +151,7 @@ class RemoteWorkload:
             self._requests.send_bytes(pickle.dumps(request))
             if not self._replies.poll(self.reply_timeout_s):
                 self._kill()
-                raise WorkerError(f"{self.name} gave no reply to {request} within {self.reply_timeout_s:.0f} s; killed")
+                raise WorkerError(f"{self.name} gave no reply to {request} within {self.reply_timeout_s:g} s; killed")
             reply: _Reply = pickle.loads(self._replies.recv_bytes())
         except (EOFError, OSError):
             raise WorkerError(self._death(request)) from None
