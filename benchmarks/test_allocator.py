@@ -7,6 +7,9 @@ overhead is the same on both sides. The same work on the same inputs: the
 outputs must be bitwise equal, an allocator may not change a number. Each
 worker reports the allocator it really runs, and the case fails with
 `not in effect: ...` when a preload did not take.
+The summary's peak memory and compile columns stay empty: both happen in the
+workers, not in the process that measures; the workers' own reports are in the
+record's details.
 
 CPU only: on CUDA, tensors come from PyTorch's own caching allocator, which
 LD_PRELOAD does not replace; only host-side overhead would move.

@@ -37,7 +37,8 @@ from .allocator import Allocator, allocator_environment, detect_allocator
 
 VARIANTS = ("eager", "compile:default")
 REPLY_TIMEOUT_S = 300.0
-"""Longest wait for one reply: the first call imports nothing new but compiles (seconds to a minute on 2 cores)."""
+"""Longest wait for one reply. The first request imports torch, builds the model and, compiled, compiles it: seconds
+to a minute on 2 cores. A case's own --case-timeout still interrupts the wait earlier."""
 STOP_TIMEOUT_S = 10.0
 
 
