@@ -1,5 +1,8 @@
 """The allocator: detected in processes started with it, the package named when it is missing, its key suffix, the
-worker that runs a side in its own process, and the real catalogue case run briefly."""
+worker that runs a side in its own process, and the real catalogue case run briefly.
+
+Named apart from benchmarks/test_allocator.py: pytest imports both folders' files as top-level modules, and one
+name for two files fails `pytest tests benchmarks` at collection."""
 
 import dataclasses
 import json
