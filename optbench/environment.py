@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 
+from .allocator import Allocator, detect_allocator
 from .hardware import cpu_flags
 from .internals import MissingInternal, runs_natively_on_cpu
 
@@ -56,18 +57,22 @@ def torch_minor() -> str:
     return ".".join(torch.__version__.split("+")[0].split(".")[:2])
 
 
-def environment_key(device: torch.device, threads: int | None = None) -> str:
+def environment_key(device: torch.device, threads: int | None = None, allocator: Allocator | None = None) -> str:
     """Device class plus torch major.minor: the runs whose speedups are comparable.
 
     On CPU the intra-op thread count is part of the class; pass the count the
-    run was configured with, before any per-worker throttling.
+    run was configured with, before any per-worker throttling. A preloaded
+    allocator (default: this process's) adds a suffix, e.g. `-jemalloc`; the
+    system's adds none, so the baselines stored before the allocator was read keep their keys.
     """
     if device.type == "cuda":
         major, minor = torch.cuda.get_device_capability(device)
         hardware = f"cuda-{_slug(torch.cuda.get_device_name(device))}-sm{major}{minor}"
     else:
         hardware = f"cpu-{_slug(cpu_model())}-{cpu_isa()}-t{threads or torch.get_num_threads()}"
-    return f"{hardware}-torch{torch_minor()}"
+    allocator = allocator or detect_allocator()
+    suffix = "" if allocator.is_system else f"-{allocator.name}"
+    return f"{hardware}-torch{torch_minor()}{suffix}"
 
 
 def _version(module: str) -> str | None:
@@ -81,6 +86,7 @@ def fingerprint(device: torch.device, threads: int | None = None) -> dict[str, A
     """Everything that explains why two runs' numbers differ."""
     info: dict[str, Any] = {
         "environment_key": environment_key(device, threads),
+        "allocator": detect_allocator().label,
         "device": str(device),
         "torch": torch.__version__,
         "torchvision": _version("torchvision"),

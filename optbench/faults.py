@@ -12,6 +12,7 @@ from contextlib import contextmanager
 import torch
 
 from .internals import MissingInternal, is_compiler_error
+from .remote import WorkerError
 
 
 class Phase:
@@ -67,6 +68,8 @@ def explain(error: BaseException, phase: str, workload: str) -> str | None:
     size = f" ({workload})" if workload else ""
     if isinstance(error, MissingInternal):
         return str(error)
+    if isinstance(error, WorkerError):
+        return f"{error} (during {phase})"
     if isinstance(error, CaseTimeout):
         return f"{error}; raise --case-timeout if the case is just slow{size}"
     if isinstance(error, torch.OutOfMemoryError):

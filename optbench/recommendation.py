@@ -25,6 +25,7 @@ TECHNIQUES = (
     "cudnn_benchmark",
     "channels_last",
     "load_model_stack",
+    "allocator",  # not the seed's: PyTorch's CPU tuning guide adds it, and it applies to CPUs only
 )
 
 
@@ -68,11 +69,12 @@ class Ingredient:
 
     name: str
     technique: str
-    variant: str
-    """`Case.variant` of the cases that measure it."""
+    variant: str | None
+    """`Case.variant` of the cases that measure it; None for any variant of the technique (alternatives, such as
+    the allocators, of which one is used)."""
 
     def measures(self, record: Record) -> bool:
-        return record.technique == self.technique and record.variant == self.variant
+        return record.technique == self.technique and self.variant in (None, record.variant)
 
 
 INFERENCE_MODE = Ingredient("inference_mode", "inference_mode", "grad->inference_mode")
@@ -81,6 +83,7 @@ BF16 = Ingredient("BF16", "reduced_precision", "bf16")
 COMPILE = Ingredient("torch.compile", "compile", "compile:default")
 TF32 = Ingredient("TF32", "tf32", "tf32")
 STACK = Ingredient("load_model stack", "load_model_stack", "seed-stack")
+ALLOCATOR = Ingredient("jemalloc or tcmalloc", "allocator", None)
 
 
 @dataclass(frozen=True)
@@ -114,10 +117,11 @@ def device_class(environment_key: str) -> tuple[str, tuple[int, int] | None]:
 
 
 def cpu_recipe(environment_key: str) -> tuple[Ingredient, ...]:
-    """The seed's Ampere recipe as far as a CPU can follow it."""
+    """The seed's Ampere recipe as far as a CPU can follow it, and the allocator (preloaded at start), which a
+    CPU's speed depends on and a GPU's does not (its tensors come from PyTorch's caching allocator)."""
     if "-bf16-" in environment_key:
-        return (INFERENCE_MODE, BF16, COMPILE)
-    return (INFERENCE_MODE, COMPILE)
+        return (INFERENCE_MODE, BF16, COMPILE, ALLOCATOR)
+    return (INFERENCE_MODE, COMPILE, ALLOCATOR)
 
 
 def measured_ingredient(ingredient: Ingredient, records: Sequence[Record]) -> str:

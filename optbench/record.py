@@ -21,6 +21,7 @@ from typing import Any
 import dacite
 
 from .accuracy import Accuracy, Check
+from .allocator import Allocator
 from .baselines import Baseline
 from .compilation import CompileActivity
 from .gate import Verdict
@@ -209,6 +210,9 @@ class Record:
     device: str
     environment_key: str
     workload: str = ""
+    allocator: Allocator | None = None
+    """The allocator of the process that ran the case (optbench.allocator); None in records written before it was
+    read. Optional, so readers of the same schema without the field ignore it."""
     timing: Timing | None = None
     speedup: Interval | None = None
     warmup: WarmupSummary | None = None

@@ -16,6 +16,7 @@ import torch
 
 from .accuracy import Accuracy, Check
 from .agreement import independent_ratios
+from .allocator import detect_allocator
 from .baselines import Baseline, BaselineStore, Recording
 from .cache_flush import CacheFlush
 from .case import Case, Observed
@@ -251,6 +252,7 @@ class CaseRunner:
             "device": str(self.settings.device),
             "environment_key": self.settings.baselines.environment_key,
             "workload": case.workload,
+            "allocator": detect_allocator(),
         }
 
     def _fail_on_fault(self, case: Case, error: Exception, phase: str) -> NoReturn:

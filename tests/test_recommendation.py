@@ -1,3 +1,5 @@
+import dataclasses
+
 import pytest
 
 from optbench.accuracy import Check
@@ -152,3 +154,25 @@ def test_ingredients_are_found_by_declared_variant_not_by_display_label():
     cpu_row = next(line for line in text.splitlines() if line.startswith("| this device: CPU"))
     assert "torch.compile: default-vit 1.50x [1.40, 1.60] yes" in cpu_row
     assert "max-autotune-vit" not in cpu_row
+
+
+def test_the_cpu_row_lists_each_allocator_measured_and_gpu_rows_leave_it_out():
+    records = [
+        record(
+            "allocator",
+            "jemalloc-compile",
+            "jemalloc",
+            ("compile system malloc", "compile jemalloc"),
+            (1.1, 1.05, 1.15),
+        ),
+        record("allocator", "tcmalloc-eager", "tcmalloc", ("eager system malloc", "eager tcmalloc"), (1.0, 0.97, 1.03)),
+    ]
+    text = recommendation_markdown(records)
+    assert "| allocator | jemalloc-compile | compile system malloc -> compile jemalloc | 1.10x [1.05, 1.15]" in text
+    cpu_row = next(line for line in text.splitlines() if line.startswith("| this device: CPU"))
+    assert "inference_mode + torch.compile + jemalloc or tcmalloc" in cpu_row
+    assert "jemalloc or tcmalloc: jemalloc-compile 1.10x [1.05, 1.15] yes; tcmalloc-eager 1.00x" in cpu_row
+    assert "Recommended here: allocator (jemalloc-compile)" in text
+    gpu_text = recommendation_markdown([dataclasses.replace(r, environment_key=AMPERE_KEY) for r in records])
+    ampere_row = next(line for line in gpu_text.splitlines() if line.startswith("| Ampere"))
+    assert "jemalloc" not in ampere_row

@@ -1,0 +1,157 @@
+"""The allocator: detected in processes started with it, the package named when it is missing, its key suffix, the
+worker that runs a side in its own process, and the real catalogue case run briefly.
+
+Named apart from benchmarks/test_allocator.py: pytest imports both folders' files as top-level modules, and one
+name for two files fails `pytest tests benchmarks` at collection."""
+
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from benchmarks.test_allocator import in_effect
+from fixtures.models import inference_workload
+from optbench.allocator import Allocator, AllocatorNotFound, allocator_environment, detect_allocator, find_library
+from optbench.case import Observed
+from optbench.compilation import CompileActivity
+from optbench.environment import environment_key, torch_minor
+from optbench.record import Record, read_records
+from optbench.remote import RemoteWorkload, WorkerError, WorkerSpec
+from tests.records import make_record
+
+ROOT = Path(__file__).resolve().parents[1]
+DETECT = "from optbench.allocator import detect_allocator; print(detect_allocator().label)"
+CPU = torch.device("cpu")
+
+
+def environment_for(name, environ=None):
+    try:
+        return allocator_environment(name, environ)
+    except AllocatorNotFound as missing:
+        pytest.skip(str(missing))
+
+
+def label_in_new_process(environment):
+    finished = subprocess.run(
+        [sys.executable, "-c", DETECT], env=environment, cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert finished.returncode == 0, finished.stderr
+    return finished.stdout.strip()
+
+
+@pytest.mark.parametrize("name", ["jemalloc", "tcmalloc"])
+def test_a_process_started_with_a_preloaded_allocator_detects_it_and_system_undoes_it(name):
+    preloaded = environment_for(name)
+    assert label_in_new_process(preloaded) == name
+    # A child of that process asking for the system allocator must not inherit the preload.
+    assert label_in_new_process(allocator_environment("system", preloaded)).startswith("glibc-")
+
+
+def test_the_system_label_carries_glibcs_malloc_settings():
+    environment = {**allocator_environment("system"), "MALLOC_MMAP_THRESHOLD_": "131072"}
+    environment["GLIBC_TUNABLES"] = "glibc.malloc.trim_threshold=4096:glibc.cpu.hwcaps=-AVX2"
+    label = label_in_new_process(environment)
+    assert label.startswith("glibc-2.")
+    assert label.endswith(" GLIBC_TUNABLES=glibc.malloc.trim_threshold=4096 MALLOC_MMAP_THRESHOLD_=131072")
+
+
+@pytest.mark.parametrize(("name", "package"), [("jemalloc", "libjemalloc2"), ("tcmalloc", "libtcmalloc-minimal4")])
+def test_a_missing_library_is_one_line_naming_the_package(tmp_path, name, package):
+    with pytest.raises(AllocatorNotFound) as raised:
+        allocator_environment(name, {}, search=[tmp_path])
+    message = str(raised.value)
+    assert f"apt-get install {package}" in message and str(tmp_path) in message and "\n" not in message
+
+
+def test_the_library_found_is_preloaded_first_in_place_of_an_inherited_allocator(tmp_path):
+    (tmp_path / "libjemalloc.so.2").touch()
+    inherited = {"LD_PRELOAD": "/opt/libtcmalloc_minimal.so.4 /opt/libfaketime.so.1", "HOME": "/root"}
+    environment = allocator_environment("jemalloc", inherited, search=[tmp_path])
+    assert environment == {"LD_PRELOAD": f"{tmp_path}/libjemalloc.so.2:/opt/libfaketime.so.1", "HOME": "/root"}
+    assert allocator_environment("system", inherited)["LD_PRELOAD"] == "/opt/libfaketime.so.1"
+    assert find_library("jemalloc", [tmp_path / "none", tmp_path]) == tmp_path / "libjemalloc.so.2"
+
+
+def test_the_environment_key_has_a_suffix_only_for_a_preloaded_allocator():
+    system = Allocator("system", "/usr/lib/libc.so.6", "glibc-2.36", ("MALLOC_ARENA_MAX=2",))
+    plain = environment_key(CPU, 2, system)
+    assert plain.endswith(f"-t2-torch{torch_minor()}")
+    assert environment_key(CPU, 2, dataclasses.replace(system, name="jemalloc")) == plain + "-jemalloc"
+    assert environment_key(CPU, 2, dataclasses.replace(system, name="tcmalloc")) == plain + "-tcmalloc"
+
+
+def test_a_record_keeps_its_allocator_through_json_and_old_records_load_without_one():
+    record = dataclasses.replace(make_record(), allocator=detect_allocator())
+    assert Record.from_json(json.loads(json.dumps(record.to_json()))) == record
+    old = make_record().to_json()
+    del old["allocator"]
+    assert Record.from_json(old).allocator is None
+
+
+def test_the_worker_gives_the_in_process_output_and_reports_its_allocator():
+    environment_for("jemalloc")
+    workload = inference_workload("tiny-mlp", "smoke", CPU)
+    with torch.inference_mode():
+        expected = workload.model()(workload.inputs)
+    with RemoteWorkload(WorkerSpec("tiny-mlp", "smoke", "cpu", "eager", 1), "jemalloc") as worker:
+        worker.call()
+        assert torch.equal(worker.output(), expected)
+        report = worker.describe()
+    assert report.allocator.name == "jemalloc" and report.threads == 1 and report.graphs == 0
+    assert worker.pid is None  # stopped on leaving the block
+
+
+def test_a_worker_that_dies_fails_in_one_line_and_a_failed_request_says_why():
+    with RemoteWorkload(WorkerSpec("tiny-mlp", "smoke", "cpu", "eager", 1), "system") as worker:
+        worker.call()
+        os.kill(worker.pid, signal.SIGKILL)
+        with pytest.raises(WorkerError) as died:
+            worker.call()
+    assert "tiny-mlp eager worker (system) died during call (killed by SIGKILL)" in str(died.value)
+    with RemoteWorkload(WorkerSpec("no-such-model", "smoke", "cpu", "eager", 1), "system") as worker:
+        with pytest.raises(WorkerError) as failed:
+            worker.call()
+    assert "failed call: KeyError: 'no-such-model'" in str(failed.value) and "\n" not in str(failed.value)
+
+
+def test_a_worker_that_does_not_answer_in_time_is_killed():
+    worker = RemoteWorkload(WorkerSpec("tiny-mlp", "smoke", "cpu", "eager", 1), "system", reply_timeout_s=0.01)
+    with worker, pytest.raises(WorkerError, match=r"gave no reply to call within 0\.01 s; killed"):
+        worker.call()
+
+
+def test_an_allocator_that_did_not_take_fails_its_check_by_name():
+    observed = Observed({"optimized": {"allocator": {"name": "system"}}}, CompileActivity())
+    check = in_effect("optimized", "jemalloc")(observed)
+    assert not check.passed and check.metric == "not in effect: optimized asked for jemalloc, runs system"
+
+
+def test_the_catalogue_case_runs_each_side_in_a_process_with_its_allocator(tmp_path):
+    environment_for("jemalloc")
+    node = "benchmarks/test_allocator.py::test_allocator[jemalloc-eager]"
+    # Short budgets; the generous time-out is for a loaded machine, where a ResNet call took 0.6 s instead of 30 ms
+    # and the least number of rounds (24 pairs of blocks) outlasted the smoke profile's 300 s.
+    options = ["--case-budget", "1", "--block-target", "0.01", "--confirm", "0", "--case-timeout", "900"]
+    options += ["--baselines-dir", str(tmp_path / "empty"), "--results-dir", str(tmp_path), "-p", "no:cacheprovider"]
+    finished = subprocess.run(
+        [sys.executable, "-m", "pytest", node, "--profile", "smoke", *options],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+    assert finished.returncode == 0, finished.stdout[-3000:]
+    (record,) = read_records(tmp_path)
+    assert record.technique == "allocator" and record.variant == "jemalloc" and record.allocator is not None
+    assert record.accuracy.passed and record.accuracy.headline.value == 0.0
+    assert [check.metric for check in record.extra_checks] == [
+        "reference in effect: system",
+        "optimized in effect: jemalloc",
+    ]
+    assert record.details["optimized"]["allocator"]["name"] == "jemalloc" and record.speedup is not None
