@@ -190,3 +190,9 @@ def allocator_environment(
     if kept:
         environment["LD_PRELOAD"] = ":".join(kept)
     return environment
+
+
+def started_with(name: str) -> Allocator:
+    """The allocator of a new process started with `allocator_environment(name)`, for the run that starts it."""
+    library = None if name == "system" else str(find_library(name))
+    return Allocator(name, library, _libc())

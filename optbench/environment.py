@@ -82,11 +82,13 @@ def _version(module: str) -> str | None:
         return None
 
 
-def fingerprint(device: torch.device, threads: int | None = None) -> dict[str, Any]:
-    """Everything that explains why two runs' numbers differ."""
+def fingerprint(device: torch.device, threads: int | None = None, allocator: Allocator | None = None) -> dict[str, Any]:
+    """Everything that explains why two runs' numbers differ; `allocator` is the measuring processes' (default:
+    this process's)."""
+    allocator = allocator or detect_allocator()
     info: dict[str, Any] = {
-        "environment_key": environment_key(device, threads),
-        "allocator": detect_allocator().label,
+        "environment_key": environment_key(device, threads, allocator),
+        "allocator": allocator.label,
         "device": str(device),
         "torch": torch.__version__,
         "torchvision": _version("torchvision"),

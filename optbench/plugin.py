@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import torch
 
+from .allocator import ALLOCATORS, Allocator, AllocatorNotFound, allocator_environment, detect_allocator, started_with
 from .baselines import BaselineError, BaselineStore
 from .confirmation import case_arguments, confirm_in_fresh_process, independent_in_fresh_process
 from .environment import current_commit, environment_key, fingerprint
@@ -137,6 +138,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "imported the suite, so its numbers do not depend on the cases that ran before (optbench.isolation); "
         "none: measure in this process (for --pdb and debugging; speedups then follow the run's history).",
     )
+    group.addoption(
+        "--allocator",
+        choices=ALLOCATORS,
+        default=None,
+        help="the memory allocator the cases are measured with: system (the C library's malloc), jemalloc or "
+        "tcmalloc (preloaded into each case's process; apt-get install libjemalloc2 / libtcmalloc-minimal4). "
+        "Default: this process's own. Part of the environment key when not the system's.",
+    )
     # The roles of the processes a case runs in, set by the harness itself.
     group.addoption("--optbench-confirming", action="store_true", help=argparse.SUPPRESS)
     group.addoption("--optbench-isolated", action="store_true", help=argparse.SUPPRESS)
@@ -254,6 +263,24 @@ class OptbenchSession:
         """On a --gpu-per-worker controller: each worker's benchmark JSON, merged at the end."""
         self._zygote: Zygote | None = None
         self._outcome: Outcome | None = None
+        self.allocator, self._zygote_environment = self._allocator()
+
+    def _allocator(self) -> tuple[Allocator, dict[str, str]]:
+        """The allocator the cases are measured with, and the environment that starts their processes with it."""
+        # An xdist worker's variables would make a case's process act as a worker, which records nothing itself.
+        environment = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
+        requested, own = self.config.getoption("allocator"), detect_allocator()
+        if requested is None or requested == own.name:
+            return own, environment
+        if not self.isolates():
+            raise pytest.UsageError(
+                f"--allocator {requested}: this process runs {own.label}, and an allocator is chosen when a process "
+                "starts; measure with --isolation process (the default), or start pytest with it preloaded"
+            )
+        try:
+            return started_with(requested), allocator_environment(requested, environment)
+        except AllocatorNotFound as error:
+            raise pytest.UsageError(f"--allocator: {error}") from None
 
     def isolates(self) -> bool:
         """Whether this process hands each timed case to a process of its own (--isolation)."""
@@ -264,10 +291,8 @@ class OptbenchSession:
     def run_isolated(self, node_id: str) -> Finished:
         """Runs the case `node_id` in a fresh fork of this run's zygote (optbench.isolation)."""
         if self._zygote is None:
-            # An xdist worker's variables would make the child act as a worker, which records nothing itself.
-            environment = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
             preload = preloaded_modules(self.config.pluginmanager.get_plugins())
-            self._zygote = Zygote(self.config.rootpath, preload, environment, scratch_dir())
+            self._zygote = Zygote(self.config.rootpath, preload, self._zygote_environment, scratch_dir())
         results = Path(tempfile.mkdtemp(prefix="case-", dir=self._zygote.scratch))
         arguments = case_arguments(self.config, node_id, results, gate=True)
         arguments += ["--optbench-isolated", "--optbench-gated-cases", str(self.settings().gate.gated_cases)]
@@ -362,7 +387,10 @@ class OptbenchSession:
         """Environment key and fingerprint; a controller's are its workers' (it only reads records)."""
         if self.is_controller:
             return self.records[0].environment_key, {}
-        return environment_key(self.device, self.threads), fingerprint(self.device, self.threads)
+        return (
+            environment_key(self.device, self.threads, self.allocator),
+            fingerprint(self.device, self.threads, self.allocator),
+        )
 
     def settings(self) -> RunSettings:
         """Built on first need, so runs without benchmarks never read baselines."""
@@ -603,7 +631,7 @@ def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: di
     session = config.stash[_SESSION]
     if session.is_controller:  # it measures nothing; the merged JSON carries its workers' machine info
         return
-    machine_info[RECORD_KEY] = fingerprint(session.device, session.threads)
+    machine_info[RECORD_KEY] = fingerprint(session.device, session.threads, session.allocator)
 
 
 def pytest_benchmark_compare_machine_info(

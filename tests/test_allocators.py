@@ -24,6 +24,7 @@ from optbench.environment import environment_key, torch_minor
 from optbench.record import Record, read_records
 from optbench.remote import RemoteWorkload, WorkerError, WorkerSpec
 from tests.records import make_record
+from tests.synthetic import HALF_THE_WORK
 
 ROOT = Path(__file__).resolve().parents[1]
 DETECT = "from optbench.allocator import detect_allocator; print(detect_allocator().label)"
@@ -155,3 +156,24 @@ def test_the_catalogue_case_runs_each_side_in_a_process_with_its_allocator(tmp_p
         "optimized in effect: jemalloc",
     ]
     assert record.details["optimized"]["allocator"]["name"] == "jemalloc" and record.speedup is not None
+
+
+def test_allocator_option_measures_each_case_with_the_allocator_preloaded(pytester):
+    """--allocator tcmalloc: the case's own process runs it, its record and the environment key say so."""
+    environment_for("tcmalloc")  # skips, naming the package, where tcmalloc is not installed
+    pytester.makeconftest('pytest_plugins = ["optbench.plugin"]\n')
+    pytester.makepyfile(test_synthetic=HALF_THE_WORK)
+    fast = ("--case-budget", "1", "--block-target", "0.01", "--confirm", "0", "-p", "no:cacheprovider")
+    result = pytester.runpytest_subprocess("--allocator", "tcmalloc", *fast)
+    result.assert_outcomes(passed=1)
+    (record,) = read_records(pytester.path / ".optbench")
+    assert record.allocator.name == "tcmalloc" and record.environment_key.endswith("-tcmalloc")
+    result.stdout.fnmatch_lines(["*optbench: profile smoke on cpu (*-tcmalloc)*"])
+
+
+def test_allocator_option_refuses_a_run_in_this_process_in_one_line(pytester):
+    pytester.makeconftest('pytest_plugins = ["optbench.plugin"]\n')
+    pytester.makepyfile(test_synthetic=HALF_THE_WORK)
+    result = pytester.runpytest_subprocess("--allocator", "jemalloc", "--isolation", "none", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --allocator jemalloc: this process runs *measure with --isolation process*"])
