@@ -31,6 +31,7 @@ from .regression import pooled_variance
 from .report import changes_table, summary
 from .runner import CaseRunner, RunSettings
 from .runs import saved_records
+from .shared import SHARED_ENV
 from .significance import ComparisonSettings
 from .workers import (
     WORKER_RUN_KEY,
@@ -292,7 +293,9 @@ class OptbenchSession:
         """Runs the case `node_id` in a fresh fork of this run's zygote (optbench.isolation)."""
         if self._zygote is None:
             preload = preloaded_modules(self.config.pluginmanager.get_plugins())
-            self._zygote = Zygote(self.config.rootpath, preload, self._zygote_environment, scratch_dir())
+            scratch = scratch_dir()
+            environment = {**self._zygote_environment, SHARED_ENV: str(scratch / "shared")}
+            self._zygote = Zygote(self.config.rootpath, preload, environment, scratch)
         results = Path(tempfile.mkdtemp(prefix="case-", dir=self._zygote.scratch))
         arguments = case_arguments(self.config, node_id, results, gate=True)
         arguments += ["--optbench-isolated", "--optbench-gated-cases", str(self.settings().gate.gated_cases)]
