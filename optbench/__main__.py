@@ -1,6 +1,6 @@
 """Commands: `report RUN.json [...]` (cross-run report and plot), `agree` (suite vs an independent timer),
-`calibrate` (the gate's error rates), `history add|show` (the nightly history) and `changes` (its change
-points, with the nightly's alert)."""
+`order` (the same cases forward, reversed and alone), `calibrate` (the gate's error rates), `history add|show`
+(the nightly history) and `changes` (its change points, with the nightly's alert)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from .calibration import calibrate, calibration_markdown
 from .changes import RECENT_NIGHTS, alert_markdown, case_changes
 from .crossrun import crossrun_markdown, plot_speedups
 from .history import HistoryError, Night, add_run, history_table, read_history, series
+from .order import OrderCheckError, check_order, order_markdown
 from .record import read_records
 from .runs import RunFileError, load_run
 
@@ -34,6 +35,14 @@ def main(argv: list[str] | None = None) -> int:
     agree.add_argument("-k", dest="expression", default=None, help="pytest -k expression choosing the cases")
     agree.add_argument("--output", type=Path, default=Path("agreement.md"))
     agree.add_argument("pytest_args", nargs="*", help="more pytest arguments (after --), e.g. -- --case-budget 4")
+    order = commands.add_parser(
+        "order", help="the same catalogue cases run forward, in reverse and each alone: does a speedup move?"
+    )
+    order.add_argument("-k", dest="expression", default=None, help="pytest -k expression choosing the cases")
+    order.add_argument("--tests", default="benchmarks", help="what pytest runs (default: the catalogue)")
+    order.add_argument("--workdir", type=Path, default=None, help="keep every run's records here")
+    order.add_argument("--output", type=Path, default=Path("order.md"))
+    order.add_argument("pytest_args", nargs="*", help="more pytest arguments (after --), e.g. -- --isolation none")
     calibrate = commands.add_parser(
         "calibrate", help="the gate's false-alarm rate and detection power, in separate processes on real cases"
     )
@@ -68,6 +77,8 @@ def main(argv: list[str] | None = None) -> int:
         return _calibrate(arguments)
     if arguments.command == "agree":
         return _agree(arguments)
+    if arguments.command == "order":
+        return _order(arguments)
     if arguments.command in ("history", "changes", "dashboard"):
         handlers = {"history": _history, "changes": _changes, "dashboard": _dashboard}
         try:
@@ -145,6 +156,20 @@ def _agree(arguments: argparse.Namespace) -> int:
         print(f"error: no case was timed (pytest exit {finished.returncode}); check the -k expression", file=sys.stderr)
         return 2
     table = agreement_markdown(agreements)
+    arguments.output.write_text(table + "\n")
+    print(table)
+    return 0
+
+
+def _order(arguments: argparse.Namespace) -> int:
+    with tempfile.TemporaryDirectory() as scratch:
+        workdir = arguments.workdir or Path(scratch)
+        try:
+            check = check_order(Path.cwd(), workdir, arguments.tests, arguments.expression, arguments.pytest_args)
+        except OrderCheckError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
+    table = order_markdown(check)
     arguments.output.write_text(table + "\n")
     print(table)
     return 0

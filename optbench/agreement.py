@@ -27,7 +27,10 @@ from .stats import Interval
 REPETITIONS = 5
 MIN_RUN_TIME_S = 1.0
 CLOSE = 0.03
-"""The agreement target: every case's independent median within 3% of the suite's point."""
+FAR = 0.05
+AGREEING_SHARE = 0.9
+"""The agreement target: in at least 90% of cases the independent median lies inside the suite's interval or
+within 3% of its point (CLOSE), and in none is it more than 5% off (FAR)."""
 
 
 def independent_ratios(
@@ -79,6 +82,10 @@ class Agreement:
         """Independent median relative to the suite's point, minus 1."""
         return self.median / self.suite.point - 1
 
+    @property
+    def agrees(self) -> bool:
+        return self.inside or abs(self.gap) <= CLOSE
+
     @classmethod
     def from_record(cls, record: Record) -> Agreement | None:
         if not record.speedup or not record.independent_ratios:
@@ -101,8 +108,14 @@ def agreement_markdown(agreements: Sequence[Agreement]) -> str:
     ]
     inside = sum(a.inside for a in agreements)
     close = sum(abs(a.gap) <= CLOSE for a in agreements)
+    agreeing = sum(a.agrees for a in agreements)
+    far = [case_label(a.case) for a in agreements if abs(a.gap) > FAR]
     total = len(agreements)
+    met = agreeing >= AGREEING_SHARE * total and not far
     return (
         markdown_table(rows, headers)
-        + f"\n\ninside the suite's interval: {inside}/{total}; within {CLOSE:.0%} of its point: {close}/{total}"
+        + f"\n\ninside the suite's interval: {inside}/{total}; within {CLOSE:.0%} of its point: {close}/{total}; "
+        + f"either: {agreeing}/{total} (target {AGREEING_SHARE:.0%}); more than {FAR:.0%} off: "
+        + (", ".join(far) if far else "none")
+        + f" (target none); target {'met' if met else 'NOT met'}"
     )

@@ -22,7 +22,17 @@ def test_the_table_says_inside_and_outside():
     assert not outside.inside and outside.gap < -0.1
     table = agreement_markdown([inside, outside])
     assert "| test_x[a] | 0.920x [0.900, 0.930] | 0.790x (0.770-0.800) | -14.1% | NO | NO |" in table
-    assert table.endswith("inside the suite's interval: 1/2; within 3% of its point: 1/2")
+    assert table.endswith(
+        "inside the suite's interval: 1/2; within 3% of its point: 1/2; either: 1/2 (target 90%); "
+        "more than 5% off: test_x[a] (target none); target NOT met"
+    )
+
+
+def test_the_target_counts_a_close_median_outside_a_narrow_interval_as_agreeing():
+    narrow = Agreement.from_record(record(1.00, 0.995, 1.005, [1.02, 1.025, 1.03]))
+    assert not narrow.inside and narrow.agrees
+    table = agreement_markdown([narrow] * 9 + [Agreement.from_record(record(1.0, 0.99, 1.01, [1.04] * 3))])
+    assert table.endswith("either: 9/10 (target 90%); more than 5% off: none (target none); target met")
 
 
 def test_untimed_records_are_left_out():

@@ -15,6 +15,7 @@ import statistics
 import pytest
 
 from optbench.isolation import IsolationError, Outcome, Zygote, preloaded_modules
+from optbench.order import check_order, order_markdown
 from optbench.record import read_records
 
 CONFTEST = 'pytest_plugins = ["optbench.plugin"]\n'
@@ -75,19 +76,21 @@ def speedup_of(pytester, *arguments):
 
 
 def test_a_cases_speedup_is_the_same_alone_after_a_state_changing_test_and_in_reverse_order(stateful):
-    """Also: the independent timer runs in a fresh process of its own, so in one process put in the state on
-    purpose the suite sees the state and the independent timer does not; isolated, both agree."""
-    alone = speedup_of(stateful, CASE).speedup
-    after = speedup_of(stateful, FIRST, CASE, "--agree")
-    reverse = speedup_of(stateful, CASE, FIRST).speedup
+    """`python -m optbench order` on a case and a test that puts the allocator in another state: forward (the
+    test first), reversed and alone read the same. In one process put in that state on purpose the suite sees
+    it and the independent timer, in a fresh process of its own, does not: it agrees with the isolated runs."""
+    check = check_order(stateful.path, stateful.path / "order", tests="test_stateful.py", options=FAST)
+    assert list(check.forward) == list(check.reversed) == list(check.alone), check
+    (case,) = check.forward
+    table = order_markdown(check)
+    assert "same in all three arrangements: 1/1" in table, table
+    isolated = check.forward[case].speedup
     in_one_process = speedup_of(stateful, FIRST, CASE, "--isolation", "none", "--agree")
     # Without isolation the planted state shows (the test can fail): allocating pays page faults on every call.
-    assert in_one_process.speedup.point > 4 * after.speedup.point, (alone, after.speedup, in_one_process.speedup)
-    for other in (after.speedup, reverse):
-        assert other.low <= alone.high * 1.05 and alone.low <= other.high * 1.05, (alone, other)
-    assert in_one_process.speedup.point > 4 * statistics.median(in_one_process.independent_ratios)
-    independent = statistics.median(after.independent_ratios)
-    assert abs(independent / after.speedup.point - 1) < 0.3, (after.speedup, after.independent_ratios)
+    assert in_one_process.speedup.point > 4 * isolated.point, (isolated, in_one_process.speedup)
+    independent = statistics.median(in_one_process.independent_ratios)
+    assert in_one_process.speedup.point > 4 * independent
+    assert abs(independent / isolated.point - 1) < 0.3, (isolated, in_one_process.independent_ratios)
 
 
 def test_a_failure_and_a_skip_in_the_cases_own_process_are_the_tests_outcome(pytester):

@@ -1,0 +1,115 @@
+"""Does a case's speedup depend on what ran before it? The same cases forward, in reverse, and each alone.
+
+Each arrangement is a separate `pytest` process, as a user runs one: the
+selection in collection order, the same node ids in reverse order, and every
+case by itself (`pytest NODE`). A case reads the same when its reversed and
+alone speedups are within the gate's own between-run margin of the forward
+one (optbench.significance: both intervals plus the between-run spread, at a
+2% false-alarm budget over the cases): the test a nightly comparison applies
+to a change, so whatever a case ran after must not show up as one. Without
+isolation (`--isolation none`) a case that changes the allocator's state
+moves the cases after it (tests/test_isolation.py plants one).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from .record import Record, read_records
+from .report import case_label, markdown_table
+from .significance import ComparisonSettings, compare_records
+from .stats import speedup_text
+
+
+class OrderCheckError(RuntimeError):
+    """The selection could not be collected or a run recorded nothing."""
+
+
+def _pytest(root: Path, arguments: Sequence[str]) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *arguments]
+    return subprocess.run(command, cwd=root, capture_output=True, text=True, check=False)
+
+
+def collect(root: Path, tests: str, expression: str | None, options: Sequence[str]) -> list[str]:
+    """The node ids `pytest tests -k expression` would run, in its order."""
+    finished = _pytest(root, [tests, "--collect-only", "-q", *(["-k", expression] if expression else []), *options])
+    nodes = [line.strip() for line in finished.stdout.splitlines() if "::" in line and " " not in line.strip()]
+    if not nodes:
+        raise OrderCheckError(f"nothing collected from {tests} (pytest exit {finished.returncode}); check -k")
+    return nodes
+
+
+def timed_records(root: Path, nodes: Sequence[str], results: Path, options: Sequence[str]) -> dict[str, Record]:
+    """Run `nodes` in this order in one pytest process; its timed records by case id."""
+    finished = _pytest(root, [*nodes, "-q", "--results-dir", str(results), *options])
+    records = {record.case: record for record in read_records(results) if record.speedup is not None}
+    if not records:
+        last_words = (finished.stdout + finished.stderr).strip().splitlines()[-1:] or ["no output"]
+        raise OrderCheckError(
+            f"a run of {len(nodes)} case(s) timed nothing (pytest exit {finished.returncode}): {last_words[0]}"
+        )
+    return records
+
+
+@dataclass(frozen=True)
+class OrderCheck:
+    """Each arrangement's timed records by case id."""
+
+    forward: dict[str, Record]
+    reversed: dict[str, Record]
+    alone: dict[str, Record]
+    wall_s: float
+
+    @property
+    def cases(self) -> list[str]:
+        return list(self.forward)
+
+
+def check_order(
+    root: Path, workdir: Path, tests: str = "benchmarks", expression: str | None = None, options: Sequence[str] = ()
+) -> OrderCheck:
+    started = time.monotonic()
+    nodes = collect(root, tests, expression, options)
+    forward = timed_records(root, nodes, workdir / "forward", options)
+    backward = timed_records(root, nodes[::-1], workdir / "reversed", options)
+    alone: dict[str, Record] = {}
+    for index, node in enumerate(nodes):
+        try:
+            alone.update(timed_records(root, [node], workdir / f"alone-{index}", options))
+        except OrderCheckError:
+            continue  # an untimed case (skipped here) has nothing to compare; forward says so by its absence
+    return OrderCheck(forward, backward, alone, time.monotonic() - started)
+
+
+def _cell(before: Record, after: Record | None, settings: ComparisonSettings) -> tuple[str, bool]:
+    """The arrangement's speedup, its change from forward and the margin; and whether it reads the same."""
+    change = compare_records(before, after, settings) if after is not None else None
+    if after is None or change is None:
+        return "-", False
+    same = not change.significant
+    return f"{speedup_text(after.speedup)}; {change.relative:+.1%} (margin +-{change.margin:.0%})", same
+
+
+def order_markdown(check: OrderCheck) -> str:
+    settings = ComparisonSettings(cases=len(check.cases))
+    headers = ["case", "forward", "reversed", "alone", "same"]
+    rows = []
+    same_everywhere = 0
+    for case in check.cases:
+        forward = check.forward[case]
+        cells = [_cell(forward, arrangement.get(case), settings) for arrangement in (check.reversed, check.alone)]
+        same = all(same for _, same in cells)
+        same_everywhere += same
+        rows.append(
+            [case_label(case), speedup_text(forward.speedup), *(text for text, _ in cells), "yes" if same else "NO"]
+        )
+    return (
+        markdown_table(rows, headers)
+        + f"\n\nsame in all three arrangements: {same_everywhere}/{len(check.cases)} "
+        + f"(changes beyond the gate's between-run margin; {check.wall_s / 60:.0f} min)"
+    )
