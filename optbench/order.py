@@ -86,30 +86,50 @@ def check_order(
     return OrderCheck(forward, backward, alone, time.monotonic() - started)
 
 
-def _cell(before: Record, after: Record | None, settings: ComparisonSettings) -> tuple[str, bool]:
-    """The arrangement's speedup, its change from forward and the margin; and whether it reads the same."""
+@dataclass(frozen=True)
+class Reading:
+    """One arrangement's reading of a case against the forward one."""
+
+    text: str
+    overlaps: bool
+    """Both 95% intervals share a value."""
+    within_margin: bool
+    """No change beyond the gate's between-run margin."""
+
+
+def _reading(before: Record, after: Record | None, settings: ComparisonSettings) -> Reading:
     change = compare_records(before, after, settings) if after is not None else None
-    if after is None or change is None:
-        return "-", False
-    same = not change.significant
-    return f"{speedup_text(after.speedup)}; {change.relative:+.1%} (margin +-{change.margin:.0%})", same
+    if after is None or after.speedup is None or before.speedup is None or change is None:
+        return Reading("-", False, False)
+    overlaps = after.speedup.low <= before.speedup.high and before.speedup.low <= after.speedup.high
+    text = f"{speedup_text(after.speedup)}; {change.relative:+.1%} (margin +-{change.margin:.0%})"
+    return Reading(text, overlaps, not change.significant)
 
 
 def order_markdown(check: OrderCheck) -> str:
     settings = ComparisonSettings(cases=len(check.cases))
-    headers = ["case", "forward", "reversed", "alone", "same"]
+    headers = ["case", "forward", "reversed", "alone", "intervals overlap", "within margin"]
     rows = []
-    same_everywhere = 0
+    overlapping = within = 0
     for case in check.cases:
         forward = check.forward[case]
-        cells = [_cell(forward, arrangement.get(case), settings) for arrangement in (check.reversed, check.alone)]
-        same = all(same for _, same in cells)
-        same_everywhere += same
+        readings = [_reading(forward, arrangement.get(case), settings) for arrangement in (check.reversed, check.alone)]
+        overlaps = all(reading.overlaps for reading in readings)
+        same = all(reading.within_margin for reading in readings)
+        overlapping += overlaps
+        within += same
         rows.append(
-            [case_label(case), speedup_text(forward.speedup), *(text for text, _ in cells), "yes" if same else "NO"]
+            [
+                case_label(case),
+                speedup_text(forward.speedup),
+                *(reading.text for reading in readings),
+                "yes" if overlaps else "NO",
+                "yes" if same else "NO",
+            ]
         )
+    total = len(check.cases)
     return (
         markdown_table(rows, headers)
-        + f"\n\nsame in all three arrangements: {same_everywhere}/{len(check.cases)} "
-        + f"(changes beyond the gate's between-run margin; {check.wall_s / 60:.0f} min)"
+        + f"\n\nintervals overlap in all three arrangements: {overlapping}/{total}; "
+        + f"within the gate's between-run margin in all three: {within}/{total} ({check.wall_s / 60:.0f} min)"
     )

@@ -23,15 +23,25 @@ def test_a_case_that_moves_beyond_the_between_run_margin_in_one_arrangement_is_n
     )
     table = order_markdown(check)
     rows = {row.split(" | ")[0].lstrip("| "): row for row in table.splitlines() if row.startswith("| test_x")}
-    assert rows["test_x[steady]"].endswith("| yes |")
-    assert rows["test_x[moved]"].endswith("| NO |") and "-22.5% (margin" in rows["test_x[moved]"]
-    assert table.endswith("same in all three arrangements: 1/2 (changes beyond the gate's between-run margin; 2 min)")
+    assert rows["test_x[steady]"].endswith("| yes | yes |")
+    assert rows["test_x[moved]"].endswith("| NO | NO |") and "-22.5% (margin" in rows["test_x[moved]"]
+    assert table.endswith(
+        "intervals overlap in all three arrangements: 1/2; "
+        "within the gate's between-run margin in all three: 1/2 (2 min)"
+    )
+
+
+def test_disjoint_intervals_within_the_between_run_margin_are_told_apart():
+    forward = runs((STEADY, (1.00, 0.99, 1.01)))
+    shifted = runs((STEADY, (1.04, 1.03, 1.05)))
+    table = order_markdown(OrderCheck(forward=forward, reversed=shifted, alone=forward, wall_s=60))
+    assert "| NO | yes |" in table
 
 
 def test_a_case_missing_from_an_arrangement_is_not_the_same():
     forward = runs((STEADY, (1.20, 1.18, 1.22)))
     table = order_markdown(OrderCheck(forward=forward, reversed=forward, alone={}, wall_s=60))
-    assert "| - | NO |" in table and "same in all three arrangements: 0/1" in table
+    assert "| - | NO | NO |" in table and "within the gate's between-run margin in all three: 0/1" in table
 
 
 def test_a_selection_that_collects_nothing_is_a_one_line_error(tmp_path, monkeypatch, capsys):
