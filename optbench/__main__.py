@@ -155,10 +155,7 @@ def _agree(arguments: argparse.Namespace) -> int:
     if not agreements:
         print(f"error: no case was timed (pytest exit {finished.returncode}); check the -k expression", file=sys.stderr)
         return 2
-    table = agreement_markdown(agreements)
-    arguments.output.write_text(table + "\n")
-    print(table)
-    return 0
+    return _publish(agreement_markdown(agreements), arguments.output)
 
 
 def _order(arguments: argparse.Namespace) -> int:
@@ -169,10 +166,7 @@ def _order(arguments: argparse.Namespace) -> int:
         except OrderCheckError as error:
             print(f"error: {error}", file=sys.stderr)
             return 2
-    table = order_markdown(check)
-    arguments.output.write_text(table + "\n")
-    print(table)
-    return 0
+    return _publish(order_markdown(check), arguments.output)
 
 
 def _calibrate(arguments: argparse.Namespace) -> int:
@@ -187,8 +181,12 @@ def _calibrate(arguments: argparse.Namespace) -> int:
             slowdowns,
             tests=arguments.tests,
         )
-    table = calibration_markdown(result)
-    arguments.output.write_text(table + "\n")
+    return _publish(calibration_markdown(result), arguments.output)
+
+
+def _publish(table: str, output: Path) -> int:
+    """Write a command's markdown table to its --output file and print it."""
+    output.write_text(table + "\n")
     print(table)
     return 0
 
