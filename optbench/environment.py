@@ -62,8 +62,8 @@ def environment_key(device: torch.device, threads: int | None = None, allocator:
 
     On CPU the intra-op thread count is part of the class; pass the count the
     run was configured with, before any per-worker throttling. A preloaded
-    allocator (default: this process's) adds a suffix, e.g. `-jemalloc`; the
-    system's adds none, so the baselines stored before the allocator was read keep their keys.
+    allocator (default: this process's) adds a suffix, e.g. `-jemalloc`, and so
+    does glibc with other thresholds than the suite's (`-glibc-dynamic`); see Allocator.key_suffix.
     """
     if device.type == "cuda":
         major, minor = torch.cuda.get_device_capability(device)
@@ -71,8 +71,7 @@ def environment_key(device: torch.device, threads: int | None = None, allocator:
     else:
         hardware = f"cpu-{_slug(cpu_model())}-{cpu_isa()}-t{threads or torch.get_num_threads()}"
     allocator = allocator or detect_allocator()
-    suffix = "" if allocator.is_system else f"-{allocator.name}"
-    return f"{hardware}-torch{torch_minor()}{suffix}"
+    return f"{hardware}-torch{torch_minor()}{allocator.key_suffix}"
 
 
 def _version(module: str) -> str | None:

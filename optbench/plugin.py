@@ -143,9 +143,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--allocator",
         choices=ALLOCATORS,
         default=None,
-        help="the memory allocator the cases are measured with: system (the C library's malloc), jemalloc or "
-        "tcmalloc (preloaded into each case's process; apt-get install libjemalloc2 / libtcmalloc-minimal4). "
-        "Default: this process's own. Part of the environment key when not the system's.",
+        help="the memory allocator the cases are measured with: system (the C library's malloc; glibc's with its "
+        "mmap and trim thresholds fixed, so page faults do not follow the history), glibc-dynamic (glibc as a plain "
+        "python gets it), jemalloc or tcmalloc (preloaded into each case's process; apt-get install libjemalloc2 / "
+        "libtcmalloc-minimal4). Default: system, or the allocator this process preloads. Part of the environment "
+        "key when not the default system one.",
     )
     # The roles of the processes a case runs in, set by the harness itself.
     group.addoption("--optbench-confirming", action="store_true", help=argparse.SUPPRESS)
@@ -267,21 +269,31 @@ class OptbenchSession:
         self.allocator, self._zygote_environment = self._allocator()
 
     def _allocator(self) -> tuple[Allocator, dict[str, str]]:
-        """The allocator the cases are measured with, and the environment that starts their processes with it."""
+        """The allocator the cases are measured with, and the environment that starts their processes with it.
+
+        Without --allocator, the system's (glibc with its thresholds fixed: optbench.allocator.GLIBC_THRESHOLDS)
+        unless this process preloads another; a run that measures in its own process (--isolation none) keeps
+        whatever it started with, and its environment key says so.
+        """
         # An xdist worker's variables would make a case's process act as a worker, which records nothing itself.
         environment = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
-        requested, own = self.config.getoption("allocator"), detect_allocator()
-        if requested is None or requested == own.name:
-            return own, environment
-        if not self.isolates():
-            raise pytest.UsageError(
-                f"--allocator {requested}: this process runs {own.label}, and an allocator is chosen when a process "
-                "starts; measure with --isolation process (the default), or start pytest with it preloaded"
-            )
+        own = detect_allocator()
+        requested = self.config.getoption("allocator")
         try:
-            return started_with(requested), allocator_environment(requested, environment)
+            wanted = allocator_environment(requested or ("system" if own.is_system else own.name), environment)
         except AllocatorNotFound as error:
             raise pytest.UsageError(f"--allocator: {error}") from None
+        measuring = started_with(wanted)
+        if (measuring.name, measuring.settings) == (own.name, own.settings):
+            return own, environment
+        if self.isolates():
+            return measuring, wanted
+        if requested is None:
+            return own, environment
+        raise pytest.UsageError(
+            f"--allocator {requested}: this process runs {own.label}, and an allocator is chosen when a process "
+            "starts; measure with --isolation process (the default), or start pytest with it preloaded"
+        )
 
     def isolates(self) -> bool:
         """Whether this process hands each timed case to a process of its own (--isolation)."""

@@ -17,7 +17,15 @@ import torch
 
 from benchmarks.test_allocator import in_effect
 from fixtures.models import inference_workload
-from optbench.allocator import Allocator, AllocatorNotFound, allocator_environment, detect_allocator, find_library
+from optbench.allocator import (
+    GLIBC_THRESHOLDS,
+    Allocator,
+    AllocatorNotFound,
+    allocator_environment,
+    detect_allocator,
+    find_library,
+    started_with,
+)
 from optbench.case import Observed
 from optbench.compilation import CompileActivity
 from optbench.environment import environment_key, torch_minor
@@ -55,7 +63,7 @@ def test_a_process_started_with_a_preloaded_allocator_detects_it_and_system_undo
 
 
 def test_the_system_label_carries_glibcs_malloc_settings():
-    environment = {**allocator_environment("system"), "MALLOC_MMAP_THRESHOLD_": "131072"}
+    environment = {**allocator_environment("glibc-dynamic"), "MALLOC_MMAP_THRESHOLD_": "131072"}
     environment["GLIBC_TUNABLES"] = "glibc.malloc.trim_threshold=4096:glibc.cpu.hwcaps=-AVX2"
     label = label_in_new_process(environment)
     assert label.startswith("glibc-2.")
@@ -79,12 +87,63 @@ def test_the_library_found_is_preloaded_first_in_place_of_an_inherited_allocator
     assert find_library("jemalloc", [tmp_path / "none", tmp_path]) == tmp_path / "libjemalloc.so.2"
 
 
-def test_the_environment_key_has_a_suffix_only_for_a_preloaded_allocator():
-    system = Allocator("system", "/usr/lib/libc.so.6", "glibc-2.36", ("MALLOC_ARENA_MAX=2",))
+def test_the_environment_key_has_a_suffix_for_any_allocator_but_glibc_as_the_suite_fixes_it():
+    fixed = tuple(sorted(f"{name}={value}" for name, value in GLIBC_THRESHOLDS.items()))
+    system = Allocator("system", "/usr/lib/libc.so.6", "glibc-2.36", fixed)
     plain = environment_key(CPU, 2, system)
     assert plain.endswith(f"-t2-torch{torch_minor()}")
     assert environment_key(CPU, 2, dataclasses.replace(system, name="jemalloc")) == plain + "-jemalloc"
     assert environment_key(CPU, 2, dataclasses.replace(system, name="tcmalloc")) == plain + "-tcmalloc"
+    assert environment_key(CPU, 2, dataclasses.replace(system, settings=())) == plain + "-glibc-dynamic"
+    arenas = dataclasses.replace(system, settings=("MALLOC_ARENA_MAX=2",))
+    assert arenas.dynamic_thresholds and environment_key(CPU, 2, arenas) == plain + "-glibc-dynamic"
+    tuned = dataclasses.replace(system, settings=("GLIBC_TUNABLES=glibc.malloc.trim_threshold=4096",))
+    assert not tuned.dynamic_thresholds and environment_key(CPU, 2, tuned) == plain + "-glibc-custom"
+    # Another C library's malloc is not glibc's, whatever its variables.
+    assert environment_key(CPU, 2, Allocator("system", None, "musl-1.2", ())) == plain
+
+
+def test_system_fixes_glibcs_thresholds_unless_the_environment_does_and_glibc_dynamic_frees_them():
+    fixed = allocator_environment("system", {"HOME": "/root"})
+    assert {k: fixed[k] for k in GLIBC_THRESHOLDS} == GLIBC_THRESHOLDS
+    assert started_with(fixed).key_suffix == ""
+    own = {"GLIBC_TUNABLES": "glibc.malloc.mmap_threshold=65536"}
+    assert allocator_environment("system", own) == own
+    inherited = {**fixed, "MALLOC_TOP_PAD_": "0", "GLIBC_TUNABLES": "glibc.malloc.top_pad=0:glibc.cpu.hwcaps=-AVX2"}
+    dynamic = allocator_environment("glibc-dynamic", inherited)
+    assert dynamic == {"HOME": "/root", "GLIBC_TUNABLES": "glibc.cpu.hwcaps=-AVX2"}
+    assert started_with(dynamic).dynamic_thresholds
+
+
+def steady_page_faults_per_call(environment):
+    """Minor page faults per call of the smoke ResNet forward with autograd on, in a process started with
+    `environment`, after ten calls."""
+    script = """
+import resource, torch
+from fixtures.models import inference_workload
+workload = inference_workload("resnet", "smoke", torch.device("cpu"))
+model = workload.model()
+for _ in range(10):
+    model(workload.inputs)
+before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+for _ in range(5):
+    model(workload.inputs)
+print((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 5)
+"""
+    finished = subprocess.run(
+        [sys.executable, "-c", script], env=environment, cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+    assert finished.returncode == 0, finished.stderr[-2000:]
+    return float(finished.stdout.split()[-1])
+
+
+@pytest.mark.skipif(not detect_allocator().is_glibc, reason="glibc malloc's thresholds")
+def test_with_the_thresholds_the_suite_fixes_a_steady_forward_takes_no_page_faults():
+    """Issue 19: with glibc's dynamic thresholds this forward took 0 or about 5,000 faults per call, per process;
+    a fixed small mmap threshold (as a history of frees can leave it) makes every activation fresh pages."""
+    small = {**allocator_environment("glibc-dynamic"), "MALLOC_MMAP_THRESHOLD_": "131072"}
+    assert steady_page_faults_per_call(small) > 1000
+    assert steady_page_faults_per_call(allocator_environment("system")) < 50
 
 
 def test_a_record_keeps_its_allocator_through_json_and_old_records_load_without_one():

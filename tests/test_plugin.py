@@ -6,6 +6,7 @@ import pytest
 import torch
 from synthetic import HALF_THE_WORK
 
+from optbench.allocator import allocator_environment, started_with
 from optbench.environment import environment_key
 from optbench.record import read_records
 
@@ -36,7 +37,9 @@ def write_baseline(pytester, speedup, content=None, recordings=10):
     """A history of `recordings` runs of the synthetic case around `speedup`, 2% apart."""
     directory = pytester.path / "baselines"
     directory.mkdir(exist_ok=True)
-    path = directory / f"{environment_key(torch.device('cpu'))}.json"
+    # The key of the allocator the run's cases are measured with: glibc with the suite's fixed thresholds.
+    measuring = started_with(allocator_environment("system"))
+    path = directory / f"{environment_key(torch.device('cpu'), allocator=measuring)}.json"
     entry = {
         "recordings": [
             {"speedup": speedup * (1 + 0.02 * (i % 3 - 1)), "interval": [speedup * 0.97, speedup * 1.03]}
