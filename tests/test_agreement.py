@@ -49,13 +49,16 @@ def test_the_independent_timer_sees_a_known_ratio():
     assert len(ratios) == 3 and 2.0 < statistics.median(ratios) < 4.5
 
 
-def test_agree_command_on_a_cheap_catalogue_case(tmp_path):
-    """End to end on the catalogue: suite and Timer agree on autograd's cost for a tiny MLP (loose bound)."""
+def test_agree_command_on_a_catalogue_case(tmp_path):
+    """End to end on the catalogue: suite and Timer, each in its own fresh process, agree on compiled against eager
+    ResNet18 (0.85x suite, 0.83x Timer on 2026-12-03, 2-core EPYC). Not the tiny MLP's autograd cost: at half a
+    millisecond a call, its ratio moved between 1.10x and 1.37x inside one process within a minute here, whichever
+    timer read it; a reading of 0.85x also rules out an inverted (1.18x) or an identical-sides (1.0x) measurement."""
     output = tmp_path / "agreement.md"
-    command = [sys.executable, "-m", "optbench", "agree", "-k", "test_inference_mode and grad-vs-no_grad and tiny"]
+    command = [sys.executable, "-m", "optbench", "agree", "-k", "test_compile and default-resnet and not training"]
     command += ["--output", str(output), "--", "--case-budget", "2"]
     finished = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
     assert finished.returncode == 0, finished.stderr[-2000:]
-    (row,) = [line for line in output.read_text().splitlines() if line.startswith("| test_inference_mode")]
+    (row,) = [line for line in output.read_text().splitlines() if line.startswith("| test_compile")]
     gap = float(row.split("|")[4].strip().rstrip("%")) / 100
-    assert abs(gap) < 0.10
+    assert abs(gap) < 0.10, row
