@@ -1,6 +1,8 @@
 """Commands: `report RUN.json [...]` (cross-run report and plot), `agree` (suite vs an independent timer),
-`order` (the same cases forward, reversed and alone), `calibrate` (the gate's error rates), `history add|show`
-(the nightly history) and `changes` (its change points, with the nightly's alert)."""
+`order` (the same cases forward, reversed and alone), `drift` (a case's speedup over sessions in one process),
+`calibrate` (the gate's error rates), `history add|show`
+(the nightly history), `changes` (its change points, with the nightly's alert), `dashboard` (its trend page)
+and `torch-pair` (do the installed torch and torchvision work together)."""
 
 from __future__ import annotations
 
@@ -15,10 +17,13 @@ from .agreement import Agreement, agreement_markdown
 from .calibration import calibrate, calibration_markdown
 from .changes import RECENT_NIGHTS, alert_markdown, case_changes
 from .crossrun import crossrun_markdown, plot_speedups
+from .drift import Drift, drift_markdown
 from .history import HistoryError, Night, add_run, history_table, read_history, series
-from .order import OrderCheckError, check_order, order_markdown
+from .order import OrderCheckError, check_order, collect, order_markdown, timed_records
+from .outputs import OutputError, writable_folder
 from .record import read_records
 from .runs import RunFileError, load_run
+from .torch_pair import PairError, check_pair
 
 DEFAULT_HISTORY = Path("optbench-history.jsonl")
 
@@ -29,6 +34,10 @@ def main(argv: list[str] | None = None) -> int:
     report = commands.add_parser("report", help="compare saved runs (pytest-benchmark JSON with optbench records)")
     report.add_argument("runs", nargs="+", type=Path, help="JSON files from --benchmark-json or --benchmark-autosave")
     report.add_argument("--output", type=Path, default=Path("optbench-report"), help="folder for report.md/speedup.png")
+    report.add_argument(
+        "--skip-missing", action="store_true", help="report the runs that exist and name the missing ones"
+    )
+    commands.add_parser("torch-pair", help="check that the installed torch and torchvision work together")
     agree = commands.add_parser(
         "agree", help="measure catalogue cases through the suite and through torch.utils.benchmark.Timer"
     )
@@ -43,6 +52,14 @@ def main(argv: list[str] | None = None) -> int:
     order.add_argument("--workdir", type=Path, default=None, help="keep every run's records here")
     order.add_argument("--output", type=Path, default=Path("order.md"))
     order.add_argument("pytest_args", nargs="*", help="more pytest arguments (after --), e.g. -- --isolation none")
+    drift = commands.add_parser(
+        "drift", help="time catalogue cases in several sessions back to back per process: drift with time alone"
+    )
+    drift.add_argument("-k", dest="expression", default=None, help="pytest -k expression choosing the cases")
+    drift.add_argument("--sessions", type=int, default=6, help="sessions of timed rounds per case (default 6)")
+    drift.add_argument("--tests", default="benchmarks", help="what pytest runs (default: the catalogue)")
+    drift.add_argument("--output", type=Path, default=Path("drift.md"))
+    drift.add_argument("pytest_args", nargs="*", help="more pytest arguments (after --), e.g. -- --case-budget 4")
     calibrate = commands.add_parser(
         "calibrate", help="the gate's false-alarm rate and detection power, in separate processes on real cases"
     )
@@ -73,12 +90,25 @@ def main(argv: list[str] | None = None) -> int:
     dashboard.add_argument("--output", type=Path, default=Path("optbench-dashboard"))
     dashboard.add_argument("--recent", type=int, default=RECENT_NIGHTS, help="nights that count as news")
     arguments = parser.parse_args(argv)
+    output = getattr(arguments, "output", None)
+    if output is not None:
+        # Before measuring, never after: agree, order and calibrate write their table at the end of a long run.
+        folder = output if arguments.command in ("report", "dashboard") else output.parent
+        try:
+            writable_folder(folder, "--output")
+        except OutputError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
+    if arguments.command == "torch-pair":
+        return _torch_pair()
     if arguments.command == "calibrate":
         return _calibrate(arguments)
     if arguments.command == "agree":
         return _agree(arguments)
     if arguments.command == "order":
         return _order(arguments)
+    if arguments.command == "drift":
+        return _drift(arguments)
     if arguments.command in ("history", "changes", "dashboard"):
         handlers = {"history": _history, "changes": _changes, "dashboard": _dashboard}
         try:
@@ -86,17 +116,38 @@ def main(argv: list[str] | None = None) -> int:
         except (HistoryError, RunFileError) as error:
             print(f"error: {error}", file=sys.stderr)
             return 2
+    return _report(arguments)
+
+
+def _report(arguments: argparse.Namespace) -> int:
+    missing = [path for path in arguments.runs if not path.exists()]
+    if missing and not arguments.skip_missing:
+        print(f"error: {missing[0]}: no such run file; make that run first, or pass --skip-missing", file=sys.stderr)
+        return 2
+    if len(missing) == len(arguments.runs):
+        print(f"error: none of the runs exists ({', '.join(map(str, missing))}); make them first", file=sys.stderr)
+        return 2
+    for path in missing:
+        print(f"missing: {path} (not in the report)")
     try:
-        runs = [load_run(path) for path in arguments.runs]
+        runs = [load_run(path) for path in arguments.runs if path not in missing]
     except RunFileError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    arguments.output.mkdir(parents=True, exist_ok=True)
-    markdown = crossrun_markdown(runs)
+    markdown = crossrun_markdown(runs, missing)
     (arguments.output / "report.md").write_text(markdown)
     plot_speedups(runs, arguments.output / "speedup.png")
     print(markdown)
     print(f"wrote {arguments.output / 'report.md'} and {arguments.output / 'speedup.png'}")
+    return 0
+
+
+def _torch_pair() -> int:
+    try:
+        print(check_pair())
+    except PairError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     return 0
 
 
@@ -167,6 +218,22 @@ def _order(arguments: argparse.Namespace) -> int:
             print(f"error: {error}", file=sys.stderr)
             return 2
     return _publish(order_markdown(check), arguments.output)
+
+
+def _drift(arguments: argparse.Namespace) -> int:
+    if arguments.sessions < 2:
+        print("error: --sessions must be at least 2 to see a drift", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory() as results:
+        try:
+            nodes = collect(Path.cwd(), arguments.tests, arguments.expression, arguments.pytest_args)
+            options = ["--sessions", str(arguments.sessions), *arguments.pytest_args]
+            records = timed_records(Path.cwd(), nodes, Path(results), options)
+        except OrderCheckError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
+    drifts = [d for d in map(Drift.from_record, records.values()) if d is not None]
+    return _publish(drift_markdown(drifts), arguments.output)
 
 
 def _calibrate(arguments: argparse.Namespace) -> int:

@@ -32,6 +32,7 @@ _VALUE_OPTIONS = (
     "baselines_dir",
     "cifar10_root",
     "hf_model",
+    "sessions",
 )
 _FLAG_OPTIONS = ("compile_fallback", "benchmark_disable_gc")
 # What a case's own process also needs to judge and record it as the run would.

@@ -109,6 +109,29 @@ def _abba() -> Iterator[bool]:
     return itertools.cycle([True, False])
 
 
+def abba_rounds(
+    reference: Callable[[], Any], optimized: Callable[[], Any], blocks: Blocks
+) -> Iterator[tuple[float, float]]:
+    """Block rounds in ABBA order without end: each round's (reference, optimized) time per call."""
+    for reference_first in _abba():
+        if reference_first:
+            reference_s = blocks.time(reference).host_s
+            optimized_s = blocks.time(optimized).host_s
+        else:
+            optimized_s = blocks.time(optimized).host_s
+            reference_s = blocks.time(reference).host_s
+        yield reference_s, optimized_s
+
+
+def session_rounds(
+    reference: Callable[[], Any], optimized: Callable[[], Any], blocks: Blocks, rounds: int
+) -> tuple[list[float], list[float]]:
+    """`rounds` more block rounds timed as the timed rounds are, outside pytest-benchmark (which times once per
+    test): another session of the same case in the same process, to see how its speedup drifts with time."""
+    pairs = list(itertools.islice(abba_rounds(reference, optimized, blocks), rounds))
+    return [reference_s for reference_s, _ in pairs], [optimized_s for _, optimized_s in pairs]
+
+
 def warm_up(
     reference: Callable[[], Any],
     optimized: Callable[[], Any],
@@ -131,12 +154,9 @@ def warm_up(
     # Never longer than the timed rounds may take: a short --case-budget shortens the warm-up too.
     deadline = time.monotonic() + min(profile.warmup_budget_s, profile.case_budget_s)
     settled = False
-    for reference_first in _abba():
-        if reference_first:
-            reference_times.append(blocks.time(reference).host_s)
-        optimized_times.append(blocks.time(optimized).host_s)
-        if not reference_first:
-            reference_times.append(blocks.time(reference).host_s)
+    for reference_s, optimized_s in abba_rounds(reference, optimized, blocks):
+        reference_times.append(reference_s)
+        optimized_times.append(optimized_s)
         settled = _settled(reference_times, window, profile.settle_tolerance) and _settled(
             optimized_times, window, profile.settle_tolerance
         )

@@ -24,6 +24,7 @@ from .environment import current_commit, environment_key, fingerprint
 from .faults import forget_frames, release_memory
 from .gate import GateSettings
 from .isolation import Finished, Outcome, Zygote, preloaded_modules, scratch_dir
+from .outputs import OutputError, writable_folder
 from .profiles import PROFILES, Profile
 from .recommendation import recommendation_markdown
 from .record import RECORD_KEY, RECORDS_FILE, Record, RecordError
@@ -72,6 +73,13 @@ def _count(text: str) -> int:
     if not text.isdigit():
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 0")
     return int(text)
+
+
+def _positive_count(text: str) -> int:
+    value = _count(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
+    return value
 
 
 def _positive(text: str) -> float:
@@ -205,6 +213,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         help="after each case's timed rounds, time it again with torch.utils.benchmark.Timer (ABBA blocks of "
         "blocked_autorange) and record the ratios; `python -m optbench agree` tabulates them.",
+    )
+    group.addoption(
+        "--sessions",
+        type=_positive_count,
+        default=1,
+        help="time each case's rounds this many times back to back in its process and record each session's "
+        "speedup: how much it drifts with time alone; `python -m optbench drift` tabulates them. Default 1.",
     )
     group.addoption(
         "--baselines-dir",
@@ -428,6 +443,7 @@ class OptbenchSession:
                 environment=environment,
                 compile_fallback=self.config.getoption("compile_fallback"),
                 agree=self.config.getoption("agree"),
+                sessions=self.config.getoption("sessions"),
                 plant_slowdown=self.config.getoption("plant_slowdown"),
                 commit=current_commit(self.config.rootpath),
             )
@@ -541,8 +557,8 @@ class OptbenchSession:
                 continue
             terminalreporter.write_line(changes_table(self.records, saved, comparison))
 
-    @pytest.hookimpl
-    def pytest_sessionfinish(self) -> None:
+    @pytest.hookimpl(wrapper=True, tryfirst=True)  # around pytest-benchmark's, whose JSON save may still fail
+    def pytest_sessionfinish(self) -> Generator[None, None, None]:
         self.close_zygote()
         self.merge_worker_runs()
         if self.records and not self.is_worker:
@@ -550,20 +566,25 @@ class OptbenchSession:
             recommendation = recommendation_markdown(self.records)
             if recommendation:
                 (self.results_dir / "recommendation.md").write_text(recommendation + "\n")
-
-
-def writable_folder(path: Path, option: str) -> None:
-    """Create `path` (a folder an output goes to) or raise a one-line usage error: before measuring, never after."""
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise pytest.UsageError(f"{option}: cannot create {path} ({error.strerror}); choose a writable path") from None
-    if not os.access(path, os.W_OK | os.X_OK):
-        raise pytest.UsageError(f"{option}: {path} is not writable; choose a writable path")
+        try:
+            return (yield)
+        except Exception:
+            # pytest prints no terminal summary after a failed session finish: the run's results still reach it.
+            reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+            if reporter is not None:
+                self.pytest_terminal_summary(reporter)
+            raise
 
 
 def check_outputs(config: pytest.Config) -> None:
     """Every folder this run will write into exists and is writable, so a long run cannot fail at its end."""
+    try:
+        _check_outputs(config)
+    except OutputError as error:
+        raise pytest.UsageError(str(error)) from None
+
+
+def _check_outputs(config: pytest.Config) -> None:
     writable_folder(Path(config.getoption("results_dir")), "--results-dir")
     report = config.getoption("benchmark_json", None)
     if report is not None:

@@ -231,6 +231,9 @@ class Record:
     phases_s: dict[str, float] | None = None
     gpu: GpuStates | None = None
     independent_ratios: list[float] | None = None
+    sessions: list[Interval] | None = None
+    """With --sessions N: the speedup of each of N sessions of timed rounds, back to back in this case's process
+    (the first is `speedup`); how much it drifts with time alone (optbench.drift)."""
     schema: int = SCHEMA
 
     @property

@@ -37,6 +37,7 @@ from .measurement import (
     paired_rounds,
     plan_rounds,
     replay_rounds,
+    session_rounds,
     warm_up,
 )
 from .memory import cuda_graphs_note, peak_memory_bytes
@@ -77,6 +78,8 @@ class RunSettings:
     plant_slowdown: float = 0.0
     """Calibration only: make every timed optimized call this much slower (optbench.planted)."""
     commit: str | None = None
+    sessions: int = 1
+    """Sessions of timed rounds per case, back to back in its process (--sessions; optbench.drift)."""
 
 
 @dataclass
@@ -290,13 +293,17 @@ class CaseRunner:
         warmup = warm_up(case.reference, optimized, clock, profile, first, flush) if timed else WarmUp.skipped(first)
         # Timing first, before anything else heavy runs in this process: the fp64 truth, the profiler and the
         # accuracy runs change the allocator's state, and with it the speedup (optbench.isolation).
-        plan = rounds = speedup = None
+        plan = rounds = speedup = sessions = None
         phase.enter("timed rounds")
         if timed:
             plan = plan_rounds(warmup, profile)
             blocks = Blocks(clock, warmup.block_calls, flush)
             rounds = paired_rounds(self.benchmark, case.reference, optimized, blocks, plan.rounds)
             speedup = speedup_interval(rounds.reference_s, rounds.optimized_s)
+            sessions = [speedup] if settings.sessions > 1 else None
+            for _ in range(settings.sessions - 1):
+                phase.enter("more sessions (--sessions)")
+                sessions.append(speedup_interval(*session_rounds(case.reference, optimized, blocks, plan.rounds)))
         else:
             self.benchmark.pedantic(case.optimized, rounds=1)  # pytest-benchmark expects its fixture used
         independent = None
@@ -344,6 +351,7 @@ class CaseRunner:
             phases_s=phase.durations_s,
             gpu=(gpu_start, gpu_end),
             independent_ratios=independent,
+            sessions=sessions,
             notes=notes,
         )
 
@@ -417,6 +425,7 @@ class Measured:
     phases_s: dict[str, float]
     gpu: tuple[GpuState | None, GpuState | None]
     independent_ratios: list[float] | None
+    sessions: list[Interval] | None
     notes: list[str]
 
     def record(self, verdict: Verdict, baseline: BaselineSummary | None, confirmations: list[Confirmation]) -> Record:
@@ -445,4 +454,5 @@ class Measured:
             phases_s=self.phases_s,
             gpu=GpuStates(start, end) if start and end else None,
             independent_ratios=self.independent_ratios,
+            sessions=self.sessions,
         )

@@ -1,3 +1,4 @@
+import dataclasses
 import json
 
 import numpy as np
@@ -5,6 +6,8 @@ import pytest
 
 from optbench.__main__ import main
 from optbench.accuracy import Check
+from optbench.crossrun import accuracy_move
+from optbench.record import AccuracySummary, CompileSummary
 from optbench.runs import load_run
 from optbench.significance import ComparisonSettings, compare_records
 from tests.records import make_record
@@ -79,3 +82,69 @@ def test_report_command_rejects_bad_files_in_one_line(tmp_path, capsys, content,
 def test_loaded_run_is_keyed_by_case(tmp_path):
     path = write_run(tmp_path / "r.json", "cpu-x", "2.14.1", [record("smoke:b::test_a", 1.2, "cpu-x", 1)])
     assert list(load_run(path).records) == ["smoke:b::test_a"]
+
+
+def with_compile(record, first_call_s, graphs=1, breaks=0):
+    return dataclasses.replace(record, compile=CompileSummary(first_call_s, graphs, breaks, []))
+
+
+def test_report_says_what_changed_between_versions(tmp_path):
+    """Payoff both ways beyond the gate's margin, an accuracy figure moving toward its limit, compile changes."""
+    before = [
+        record("smoke:b::test_up", 1.2, "cpu-x-torch2.9", 1),
+        record("smoke:b::test_down", 1.8, "cpu-x-torch2.9", 2),
+        record("smoke:b::test_same", 1.5, "cpu-x-torch2.9", 3),
+        with_compile(record("smoke:b::test_compiled", 1.3, "cpu-x-torch2.9", 4), 2.0),
+    ]
+    after = [
+        record("smoke:b::test_up", 1.6, "cpu-x-torch2.14", 5),
+        record("smoke:b::test_down", 1.3, "cpu-x-torch2.14", 6),
+        dataclasses.replace(
+            record("smoke:b::test_same", 1.5, "cpu-x-torch2.14", 7),
+            accuracy=AccuracySummary(True, True, [Check("cosine", 0.992, 0.99, lower_is_better=False)]),
+        ),
+        with_compile(record("smoke:b::test_compiled", 1.3, "cpu-x-torch2.14", 8), 4.5, graphs=3, breaks=2),
+    ]
+    old = write_run(tmp_path / "torch2.9.json", "cpu-x-torch2.9", "2.9.1", before)
+    new = write_run(tmp_path / "torch2.14.json", "cpu-x-torch2.14", "2.14.1", after)
+    assert main(["report", str(old), str(new), "--output", str(tmp_path / "out")]) == 0
+    markdown = (tmp_path / "out" / "report.md").read_text()
+    changed = markdown.split("## What changed: run 2 against run 1")[1].split("## Every case")[0]
+    lines = [line for line in changed.splitlines() if line.startswith("- ")]
+    assert lines[0].startswith("- pays more: test_up: ") and "significant" in lines[0]
+    assert lines[1].startswith("- pays less: test_down: ") and "significant" in lines[1]
+    assert "- accuracy toward its limit: test_same: cosine 0.999 -> 0.992 (limit >= 0.99)" in lines
+    assert "- compilation: test_compiled: first call 2.0 s -> 4.5 s; graphs 1 -> 3, graph breaks 0 -> 2" in lines
+    assert not any("test_same" in line and "pays" in line for line in lines)
+    (row,) = [line for line in markdown.splitlines() if line.startswith("| test_compiled")]
+    assert "compile 2.0 s/0 breaks" in row and "compile 4.5 s/2 breaks" in row
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "moved"),
+    [
+        (Check("rmse", 0.001, 0.01, True), Check("rmse", 0.002, 0.01, True), True),  # headroom 0.009 -> 0.008
+        (Check("rmse", 0.001, 0.01, True), Check("rmse", 0.0015, 0.01, True), False),  # 0.009 -> 0.0085: noise
+        (Check("max_abs_diff", 0.0, 0.0, True), Check("max_abs_diff", 1e-7, 0.0, True), True),  # bitwise no more
+        (Check("rmse", 0.002, 0.01, True), Check("rmse", 0.001, 0.01, True), False),  # away from the limit
+        (Check("rmse", 0.002, 0.01, True), Check("cosine", 0.5, 0.99, False), False),  # another figure
+    ],
+)
+def test_an_accuracy_figure_moves_toward_its_limit_only_beyond_a_tenth_of_its_headroom(old, new, moved):
+    def at(check):
+        return make_record("smoke:b::test_a", accuracy=check)
+
+    assert (accuracy_move(at(old), at(new)) is not None) == moved
+
+
+def test_report_names_missing_runs_or_refuses_them(tmp_path, capsys):
+    present = write_run(tmp_path / "torch2.14.json", "cpu-x", "2.14.1", [record("smoke:b::test_a", 1.2, "cpu-x", 1)])
+    missing = tmp_path / "torch2.9.json"
+    assert main(["report", str(missing), str(present), "--output", str(tmp_path / "out")]) == 2
+    error = capsys.readouterr().err.strip()
+    assert f"{missing}: no such run file" in error and "--skip-missing" in error and "\n" not in error
+    assert main(["report", "--skip-missing", str(missing), str(present), "--output", str(tmp_path / "out")]) == 0
+    assert f"missing: {missing}" in capsys.readouterr().out
+    assert f"- not in this report (no file): {missing}" in (tmp_path / "out" / "report.md").read_text()
+    assert main(["report", "--skip-missing", str(missing), "--output", str(tmp_path / "none")]) == 2
+    assert "none of the runs exists" in capsys.readouterr().err

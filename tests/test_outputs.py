@@ -5,6 +5,9 @@ import time
 import pytest
 from synthetic import HALF_THE_WORK
 
+from optbench.__main__ import main
+from optbench.record import read_records
+
 CONFTEST = 'pytest_plugins = ["optbench.plugin"]\n'
 
 
@@ -40,3 +43,38 @@ def test_the_folder_of_the_benchmark_json_is_made_before_the_run(project):
     )
     result.assert_outcomes(passed=1)
     assert (project.path / "runs" / "torch.json").exists()
+
+
+# The run's JSON folder disappears while the case runs: pytest-benchmark's save at the session's end then fails.
+FOLDER_REMOVED = """
+import shutil
+
+import pytest
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item):
+    shutil.rmtree("runs", ignore_errors=True)
+"""
+
+
+def test_when_pytest_benchmark_cannot_save_the_summary_and_records_are_still_complete(project):
+    project.makeconftest(CONFTEST + FOLDER_REMOVED)
+    result = project.runpytest_subprocess(
+        "--benchmark-json=runs/torch.json", "--case-budget", "1", "--block-target", "0.01", "-p", "no:cacheprovider"
+    )
+    assert result.ret != 0 and not (project.path / "runs" / "torch.json").exists()
+    assert any("FileNotFoundError" in line for line in result.stdout.lines + result.stderr.lines)
+    result.stdout.fnmatch_lines(["*optbench: profile smoke on cpu*", "*test_half_the_work*"])
+    (record,) = read_records(project.path / ".optbench")
+    assert record.speedup is not None and record.verdict.status
+    assert "test_half_the_work" in (project.path / ".optbench" / "summary.md").read_text()
+
+
+@pytest.mark.parametrize("command", ["agree", "order", "calibrate"])
+def test_a_command_whose_output_cannot_be_written_stops_before_measuring(command, capsys):
+    started = time.monotonic()
+    assert main([command, "--output", "/proc/no/table.md"]) == 2
+    assert time.monotonic() - started < 1
+    error = capsys.readouterr().err.strip()
+    assert error.startswith("error: --output: cannot create /proc/no") and "\n" not in error
