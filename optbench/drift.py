@@ -5,15 +5,20 @@ nothing else running between them: the same compiled code, allocator state and
 inputs. Each session gets its own interval (optbench.stats). If the sessions'
 points spread more than their intervals allow, what moves them is time: the
 host's other tenants, its clocks, its memory traffic. The spread beyond the
-intervals is estimated as the gate estimates a history's between-run spread
-(optbench.regression.CaseSpread, with the sessions as recordings):
+intervals is the random-effects variance of the sessions, by DerSimonian and
+Laird's estimator (sessions' intervals differ a lot in width, and one wide
+session must not hide the others' spread, as a plain Var - mean(s^2) lets it):
 
-    tau2 = max(0, Var(ln point_i) - mean(s_i^2)),
+    y_i = ln(point_i),  s_i = the standard error behind session i's interval
+          (optbench.regression.within_run_error),  w_i = 1 / s_i^2,
+    Q = sum w_i (y_i - ybar_w)^2,  ybar_w = sum w_i y_i / sum w_i,
+    tau2 = max(0, (Q - (k - 1)) / (sum w_i - sum w_i^2 / sum w_i)),
 
-s_i the standard error behind session i's interval. A tau near the gate's
-prior (PRIOR_SPREAD) means one run's interval cannot promise what the next run,
-a minute later, will read: two runs of the case then differ by about
-sqrt(2) tau even with no change in the code, the process or its order.
+k sessions. Q is chi-square with k - 1 degrees of freedom when the sessions
+share one speedup. A tau near the gate's prior (PRIOR_SPREAD) means one run's
+interval cannot promise what the next run, a minute later, will read: two runs
+of the case then differ by about sqrt(2) tau with no change in the code, the
+process or its order.
 """
 
 from __future__ import annotations
@@ -22,11 +27,12 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .baselines import Baseline, Recording
 from .record import Record
-from .regression import PRIOR_SPREAD, CaseSpread
+from .regression import PRIOR_SPREAD, within_run_error
 from .report import case_label, markdown_table
 from .stats import Interval
+
+MIN_ERROR = 1e-6
 
 
 @dataclass(frozen=True)
@@ -54,8 +60,14 @@ class Drift:
     @property
     def tau(self) -> float:
         """The spread of ln(speedup) between sessions beyond their intervals (module docstring)."""
-        history = Baseline(tuple(Recording(s.point, (s.low, s.high)) for s in self.sessions))
-        return math.sqrt(CaseSpread.of(history).variance)
+        logs = [math.log(session.point) for session in self.sessions]
+        # A session with no spread at all would weigh infinitely; a floor far below any real timing error.
+        weights = [1 / max(within_run_error(s.low, s.high), MIN_ERROR) ** 2 for s in self.sessions]
+        total = sum(weights)
+        center = sum(w * y for w, y in zip(weights, logs, strict=True)) / total
+        q = sum(w * (y - center) ** 2 for w, y in zip(weights, logs, strict=True))
+        scale = total - sum(w * w for w in weights) / total
+        return math.sqrt(max(0.0, (q - (len(logs) - 1)) / scale))
 
 
 def drift_markdown(drifts: Sequence[Drift]) -> str:

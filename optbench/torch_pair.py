@@ -6,7 +6,7 @@ torchvision's ops, so the check calls one (`nms`, on one box) as well.
 
 from __future__ import annotations
 
-import sys
+from importlib import metadata
 
 
 class PairError(Exception):
@@ -29,7 +29,7 @@ def check_pair() -> str:
         raise PairError(f"torchvision is not installed beside torch {torch.__version__}; {fix}") from None
     except Exception as error:  # whatever a mismatched build raises: missing operators, undefined symbols
         lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-        version = getattr(sys.modules.get("torchvision"), "__version__", "unknown")
+        version = metadata.version("torchvision")  # its import may be what failed
         raise PairError(
             f"torch {torch.__version__} and torchvision {version} do not work together "
             f"({lines[0] if lines else type(error).__name__}); {fix}"

@@ -19,11 +19,17 @@ def test_sessions_further_apart_than_their_intervals_are_disjoint_and_have_a_spr
     steady = Drift("smoke:b::test_b", sessions(1.0, 1.005, 0.995, 1.0, half_width=0.03))
     assert drifted.disjoint and not steady.disjoint
     assert drifted.spread == pytest.approx(0.1)
-    # ln 1.1 / 2 apart from the mean on every session, less the intervals' own share.
-    assert 0.03 < drifted.tau < math.log(1.1) / 2 * math.sqrt(4 / 3)
+    # ln 1.1 / 2 from the mean on every session: tau^2 = (4/3)(ln 1.1 / 2)^2 less the intervals' own share.
+    assert 0.05 < drifted.tau < math.log(1.1) / 2 * math.sqrt(4 / 3)
     assert steady.tau == 0
     table = drift_markdown([drifted, steady])
     assert "disjoint: 1/2" in table and "1.100x [1.089, 1.111]" in table
+
+
+def test_one_wide_session_does_not_hide_the_others_drift():
+    wide = Interval(1.0, 0.75, 1.33)
+    drift = Drift("smoke:b::test_a", (*sessions(1.0, 1.1, 1.0, 1.1), wide))
+    assert drift.tau > 0.04
 
 
 def test_drift_command_times_each_case_in_sessions_in_its_own_process(pytester, monkeypatch):
