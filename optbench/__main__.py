@@ -1,8 +1,8 @@
 """Commands: `report RUN.json [...]` (cross-run report and plot), `agree` (suite vs an independent timer),
 `order` (the same cases forward, reversed and alone), `drift` (a case's speedup over sessions in one process),
-`calibrate` (the gate's error rates), `history add|show`
-(the nightly history), `changes` (its change points, with the nightly's alert), `dashboard` (its trend page)
-and `torch-pair` (do the installed torch and torchvision work together)."""
+`calibrate` (the gate's error rates), `history add|show` (the nightly history), `changes` (its change points,
+with the nightly's alert), `dashboard` (its trend page) and `torch-pair` (do the installed torch and
+torchvision work together)."""
 
 from __future__ import annotations
 
