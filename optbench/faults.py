@@ -58,7 +58,8 @@ def time_limit(seconds: float | None, phase: Phase) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
-def _first_lines(error: BaseException, count: int = 3) -> str:
+def first_lines(error: BaseException, count: int = 3) -> str:
+    """An error's first `count` non-blank lines joined into one, or its type's name."""
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
     return " | ".join(lines[:count]) or type(error).__name__
 
@@ -73,10 +74,10 @@ def explain(error: BaseException, phase: str, workload: str) -> str | None:
     if isinstance(error, CaseTimeout):
         return f"{error}; raise --case-timeout if the case is just slow{size}"
     if isinstance(error, torch.OutOfMemoryError):
-        return f"out of memory during {phase}{size}; run a smaller batch or profile: {_first_lines(error, 1)}"
+        return f"out of memory during {phase}{size}; run a smaller batch or profile: {first_lines(error, 1)}"
     if is_compiler_error(error):
         return (
-            f"torch.compile failed during {phase}: {_first_lines(error)}; "
+            f"torch.compile failed during {phase}: {first_lines(error)}; "
             "--compile-fallback measures eager instead and says so"
         )
     return None
@@ -121,6 +122,6 @@ def release_memory(device: torch.device) -> str | None:
     except RuntimeError as error:
         # A sticky error (illegal address, ECC, device-side assert) leaves the context unusable; the caller
         # still reports the fault that caused it.
-        return f"the CUDA context is unusable ({_first_lines(error, 1)}): later CUDA cases in this process fail too"
+        return f"the CUDA context is unusable ({first_lines(error, 1)}): later CUDA cases in this process fail too"
     torch.cuda.empty_cache()
     return None

@@ -578,21 +578,19 @@ class OptbenchSession:
 
 def check_outputs(config: pytest.Config) -> None:
     """Every folder this run will write into exists and is writable, so a long run cannot fail at its end."""
-    try:
-        _check_outputs(config)
-    except OutputError as error:
-        raise pytest.UsageError(str(error)) from None
-
-
-def _check_outputs(config: pytest.Config) -> None:
-    writable_folder(Path(config.getoption("results_dir")), "--results-dir")
+    folders = [(Path(config.getoption("results_dir")), "--results-dir")]
     report = config.getoption("benchmark_json", None)
     if report is not None:
-        writable_folder(Path(report).parent, "--benchmark-json")
+        folders.append((Path(report).parent, "--benchmark-json"))
     storage = str(config.getoption("benchmark_storage", "") or "")
     saves = config.getoption("benchmark_save", None) or config.getoption("benchmark_autosave", False)
     if saves and "://" not in storage.removeprefix("file://"):
-        writable_folder(Path(storage.removeprefix("file://")), "--benchmark-storage (where --benchmark-save writes)")
+        folders.append((Path(storage.removeprefix("file://")), "--benchmark-storage (where --benchmark-save writes)"))
+    try:
+        for folder, option in folders:
+            writable_folder(folder, option)
+    except OutputError as error:
+        raise pytest.UsageError(str(error)) from None
 
 
 @pytest.hookimpl(tryfirst=True)  # pytest-benchmark asks for machine info in its own configure

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from importlib import metadata
 
+from .faults import first_lines
+
 
 class PairError(Exception):
     """The pair does not work together; the message is one line saying what to install."""
@@ -28,10 +30,8 @@ def check_pair() -> str:
             raise
         raise PairError(f"torchvision is not installed beside torch {torch.__version__}; {fix}") from None
     except Exception as error:  # whatever a mismatched build raises: missing operators, undefined symbols
-        lines = [line.strip() for line in str(error).splitlines() if line.strip()]
         version = metadata.version("torchvision")  # its import may be what failed
         raise PairError(
-            f"torch {torch.__version__} and torchvision {version} do not work together "
-            f"({lines[0] if lines else type(error).__name__}); {fix}"
+            f"torch {torch.__version__} and torchvision {version} do not work together ({first_lines(error, 1)}); {fix}"
         ) from None
     return f"torch {torch.__version__} and torchvision {torchvision.__version__} work together"
