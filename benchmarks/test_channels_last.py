@@ -12,9 +12,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from optbench import Close, Requires
 from optbench.hardware import dtype_name
-from optbench.in_effect import ChannelsLast
+from optbench.techniques import channels_last
 
 FLOORS = {
     torch.float32: {"smoke": 0.85, "standard": 0.85},
@@ -24,22 +23,7 @@ FLOORS = {
 }
 
 
-@pytest.mark.parametrize("workload", ["resnet"], indirect=True)
+@pytest.mark.workloads("resnet")
 @pytest.mark.parametrize("dtype", list(FLOORS), ids=dtype_name)
 def test_channels_last(optbench, workload, dtype, profile):
-    nchw, inputs = workload.model(dtype), workload.inputs_as(dtype)
-    nhwc = workload.model(dtype, torch.channels_last)
-    nhwc_inputs = workload.inputs_as(dtype, torch.channels_last)
-    optbench.run(
-        workload.case(
-            lambda: nchw(inputs),
-            lambda: nhwc(nhwc_inputs),
-            # Other convolution algorithms: same numbers up to summation order, or no further from fp64.
-            accuracy=Close(rtol=1e-3, atol=1e-3),
-            floor=FLOORS[dtype][profile.name],
-            requires=Requires(dtype=dtype),
-            names=(f"{dtype_name(dtype)} NCHW", f"{dtype_name(dtype)} channels_last"),
-            variant=f"channels_last:{dtype_name(dtype)}",
-            in_effect=(ChannelsLast(),),
-        )
-    )
+    optbench.run(channels_last(workload, dtype, workload.floor(lambda: FLOORS[dtype][profile.name])))

@@ -9,9 +9,9 @@ call, where per-op overhead is the larger share and fusion saves the most.
 from __future__ import annotations
 
 import pytest
-import torch
 
-from optbench import Close, Requires
+from optbench import Requires
+from optbench.techniques import compiled
 
 MODES = {
     "default": Requires(),
@@ -26,40 +26,14 @@ FLOORS = {"pointwise": 1.5, "ln-mlp": 1.1, "resnet": 0.8, "vit": 0.9, "vit-b1": 
 UNSTEADY_ON_CPU = {"pointwise": "eager time follows the host's page-fault cost on CPU (1.3x-3.2x an hour apart)"}
 
 
-def compiled_call(model, inputs, mode):
-    compiled = torch.compile(model, mode=mode)
-    if mode != "reduce-overhead":
-        return lambda: compiled(inputs)
-
-    def call():
-        # CUDA-graph outputs are overwritten by the next replay; each call is a new step.
-        torch.compiler.cudagraph_mark_step_begin()
-        return compiled(inputs)
-
-    return call
-
-
 def requirement(mode, workload):
     if workload in UNSTEADY_ON_CPU:
         return Requires(cuda=True, profiles=MODES[mode].profiles, why=UNSTEADY_ON_CPU[workload])
     return MODES[mode]
 
 
-@pytest.mark.parametrize("workload", list(FLOORS), indirect=True)
+@pytest.mark.workloads(*FLOORS)
 @pytest.mark.parametrize("mode", list(MODES))
 def test_compile(optbench, workload, mode):
-    eager, inputs = workload.model(), workload.inputs
-    optimized = compiled_call(workload.model(), inputs, mode)
-    optbench.run(
-        workload.case(
-            lambda: eager(inputs),
-            optimized,
-            optimized_output=lambda: optimized().clone(),
-            accuracy=Close(rtol=1e-3, atol=1e-3),
-            floor=FLOORS[workload.name],
-            requires=requirement(mode, workload.name),
-            names=("eager", f"compile:{mode}"),
-            variant=f"compile:{mode}",
-            expect_compiled=True,
-        )
-    )
+    floor = workload.floor(lambda: FLOORS[workload.name])
+    optbench.run(compiled(workload, mode, floor, requirement(mode, workload.name)))

@@ -12,9 +12,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from optbench import ReducedPrecision, Requires
 from optbench.hardware import AMPERE, AMX, VOLTA, dtype_name
-from optbench.in_effect import ChangesNumbers, Converted
+from optbench.techniques import reduced_precision
 
 FLOORS = {
     "resnet": {"smoke": 0.9, "standard": 1.3},
@@ -25,21 +24,8 @@ FLOORS = {
 PAYS_ON = {torch.bfloat16: (AMPERE, AMX), torch.float16: (VOLTA,)}
 
 
-@pytest.mark.parametrize("workload", list(FLOORS), indirect=True)
+@pytest.mark.workloads(*FLOORS)
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=dtype_name)
 def test_reduced_precision(optbench, workload, dtype, profile):
-    fp32, inputs = workload.model(), workload.inputs
-    reduced, reduced_inputs = workload.model(dtype), workload.inputs_as(dtype)
-    optbench.run(
-        workload.case(
-            lambda: fp32(inputs),
-            lambda: reduced(reduced_inputs),
-            accuracy=ReducedPrecision(format_output=workload.format_output(dtype)),
-            floor=FLOORS[workload.name][profile.name],
-            floor_applies_on=PAYS_ON[dtype],
-            requires=Requires(dtype=dtype),
-            names=("fp32", dtype_name(dtype)),
-            variant=dtype_name(dtype),
-            in_effect=(Converted(dtype, reduced), ChangesNumbers(dtype_name(dtype))),
-        )
-    )
+    floor = workload.floor(lambda: FLOORS[workload.name][profile.name])
+    optbench.run(reduced_precision(workload, dtype, floor, PAYS_ON[dtype]))

@@ -2,7 +2,7 @@
 `order` (the same cases forward, reversed and alone), `drift` (a case's speedup over sessions in one process),
 `calibrate` (the gate's error rates), `history add|show` (the nightly history), `changes` (its change points,
 with the nightly's alert), `dashboard` (its trend page) and `torch-pair` (do the installed torch and
-torchvision work together)."""
+torchvision work together), and `advise` (every technique on your model, and the recipe that pays)."""
 
 from __future__ import annotations
 
@@ -11,11 +11,24 @@ import os
 import subprocess
 import sys
 import tempfile
+import textwrap
 from pathlib import Path
 
+from .advice import (
+    advice_of,
+    advice_page,
+    advice_table,
+    choose_recipe,
+    end_to_end_text,
+    reasons,
+    recipe_header,
+    run_cases,
+    write_atomically,
+)
 from .agreement import Agreement, agreement_markdown
 from .calibration import calibrate, calibration_markdown
 from .changes import RECENT_NIGHTS, alert_markdown, case_changes
+from .confirmation import absolute_spec
 from .crossrun import crossrun_markdown, plot_speedups
 from .drift import Drift, drift_markdown
 from .history import HistoryError, Night, add_run, history_table, read_history, series
@@ -26,6 +39,7 @@ from .runs import RunFileError, load_run
 from .torch_pair import PairError, check_pair
 
 DEFAULT_HISTORY = Path("optbench-history.jsonl")
+TERMINAL_WIDTH = 120
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -85,6 +99,18 @@ def main(argv: list[str] | None = None) -> int:
     changes.add_argument(
         "--summary", type=Path, default=None, help="append the alert block here (default: $GITHUB_STEP_SUMMARY)"
     )
+    advise = commands.add_parser(
+        "advise", help="measure every technique on your model and write the recipe of those that pay"
+    )
+    advise.add_argument("--model", required=True, metavar="SPEC", help="package.module:function or file.py:function")
+    advise.add_argument("--inputs", required=True, metavar="SPEC", help="a function returning one batch for it")
+    advise.add_argument("--model-name", default=None, help="name in ids and files (default: the function's name)")
+    advise.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: cuda if torch sees a GPU)")
+    advise.add_argument("--profile", default=None, help="smoke or standard (default: smoke on CPU)")
+    advise.add_argument(
+        "--output", type=Path, default=Path("optbench-advice"), help="folder for NAME.md/NAME_recipe.py"
+    )
+    advise.add_argument("pytest_args", nargs="*", help="more pytest arguments (after --), e.g. -- --case-budget 4")
     dashboard = commands.add_parser("dashboard", help="a static trend page over a nightly history")
     dashboard.add_argument("history", type=Path)
     dashboard.add_argument("--output", type=Path, default=Path("optbench-dashboard"))
@@ -93,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     output = getattr(arguments, "output", None)
     if output is not None:
         # Before measuring, never after: agree, order and calibrate write their table at the end of a long run.
-        folder = output if arguments.command in ("report", "dashboard") else output.parent
+        folder = output if arguments.command in ("report", "dashboard", "advise") else output.parent
         try:
             writable_folder(folder, "--output")
         except OutputError as error:
@@ -109,6 +135,8 @@ def main(argv: list[str] | None = None) -> int:
         return _order(arguments)
     if arguments.command == "drift":
         return _drift(arguments)
+    if arguments.command == "advise":
+        return _advise(arguments)
     if arguments.command in ("history", "changes", "dashboard"):
         handlers = {"history": _history, "changes": _changes, "dashboard": _dashboard}
         try:
@@ -249,6 +277,48 @@ def _calibrate(arguments: argparse.Namespace) -> int:
             tests=arguments.tests,
         )
     return _publish(calibration_markdown(result), arguments.output)
+
+
+def _advise(arguments: argparse.Namespace) -> int:
+    root = Path(__file__).resolve().parent.parent
+    if not (root / "benchmarks").is_dir():
+        print(
+            f"error: {root / 'benchmarks'}: no catalogue there; run advise from an optbench checkout", file=sys.stderr
+        )
+        return 2
+    name = arguments.model_name or arguments.model.rpartition(":")[2]
+    options = ["--model", absolute_spec(arguments.model), "--inputs", absolute_spec(arguments.inputs)]
+    options += ["--model-name", name]
+    for option in ("device", "profile"):
+        if getattr(arguments, option):
+            options += [f"--{option}", getattr(arguments, option)]
+    options += arguments.pytest_args
+    with tempfile.TemporaryDirectory() as scratch:
+        print("advise, phase 1 of 2: every technique on your model", flush=True)
+        run = run_cases(root, options, Path(scratch) / "cases", name, "phase 1")
+        if run.usage_error is not None:
+            print(f"error: {run.usage_error}", file=sys.stderr)
+            return 2
+        advice = [advice_of(record, name) for record in run.records] + run.broken
+        chosen = choose_recipe(advice)
+        advice_file, recipe_file = arguments.output / f"{name}.md", arguments.output / f"{name}_recipe.py"
+        page = advice_page(name, advice, run.unmeasured, chosen, " ".join(["python -m optbench advise", *sys.argv[2:]]))
+        write_atomically(recipe_file, chosen.source(recipe_header(name, chosen), page))
+        if chosen.techniques:
+            print("advise, phase 2 of 2: the recipe end to end", flush=True)
+            recipe_options = [*options, "--recipe", str(recipe_file.resolve()), "-k", "test_recipe"]
+            measured = run_cases(root, recipe_options, Path(scratch) / "recipe", name, "phase 2").records
+            headline = end_to_end_text(measured[0] if measured else None, chosen)
+        else:
+            headline = end_to_end_text(None, chosen)
+    page += f"\n## End to end\n\n{headline}\n"
+    write_atomically(advice_file, page)
+    print(advice_table(advice))
+    for line in reasons(advice, run.unmeasured):
+        print(textwrap.fill(line, TERMINAL_WIDTH, initial_indent="  ", subsequent_indent="    "))
+    print(f"\nwrote {advice_file} and {recipe_file}")
+    print(textwrap.fill(headline, TERMINAL_WIDTH, subsequent_indent="  "))
+    return 0
 
 
 def _publish(table: str, output: Path) -> int:

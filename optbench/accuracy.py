@@ -6,6 +6,7 @@ headline figure that is reported, stored in baselines and watched for drift.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -64,12 +65,25 @@ class Comparator(Protocol):
     def __call__(self, reference: Any, optimized: Any, fp64: Any | None = None) -> Accuracy: ...
 
 
-def tensors(output: Any) -> list[torch.Tensor]:
-    """The tensors of a model output (tensor, tuple, dict, or a transformers ModelOutput)."""
+def as_containers(output: Any) -> Any:
+    """`output` with dataclasses (transformers' ModelOutput among them) turned into tuples of their fields that are
+    set, so that pytree sees every tensor inside them."""
     if hasattr(output, "to_tuple"):
-        output = output.to_tuple()
+        return tuple(as_containers(value) for value in output.to_tuple())
+    if dataclasses.is_dataclass(output) and not isinstance(output, type):
+        return tuple(as_containers(getattr(output, f.name)) for f in dataclasses.fields(output))
+    if isinstance(output, (tuple, list)):
+        return tuple(as_containers(value) for value in output)
+    if isinstance(output, dict):
+        return {key: as_containers(value) for key, value in output.items()}
+    return output
+
+
+def tensors(output: Any) -> list[torch.Tensor]:
+    """The tensors of a model output (a tensor, or tuples, lists, dicts and dataclasses of them, such as a
+    transformers ModelOutput), in order."""
     # Detached: a grad-enabled reference's outputs carry autograd history the comparison must not touch.
-    leaves = [leaf.detach() for leaf in tree_leaves(output) if isinstance(leaf, torch.Tensor)]
+    leaves = [leaf.detach() for leaf in tree_leaves(as_containers(output)) if isinstance(leaf, torch.Tensor)]
     if not leaves:
         raise TypeError(f"output of type {type(output).__name__} holds no tensors to compare")
     return leaves
@@ -190,16 +204,6 @@ class FormatRounding(TorchFunctionMode):
         return tree_map(self._round, func(*args, **(kwargs or {})))
 
 
-def format_rounded_output(model: torch.nn.Module, inputs: torch.Tensor, dtype: torch.dtype) -> Any:
-    """`model` (fp64, consumed) from weights and inputs rounded to `dtype`, every result rounded as it is made."""
-    with torch.no_grad():
-        for tensor in (*model.parameters(), *model.buffers()):
-            if tensor.is_floating_point():
-                tensor.copy_(tensor.to(dtype))
-    with torch.inference_mode(), FormatRounding(dtype):
-        return model(inputs.to(dtype).to(torch.float64))
-
-
 @dataclass(frozen=True)
 class ReducedPrecision:
     """Outputs computed in fewer bits: cosine to the reference, relative RMSE against fp64, top-1 agreement.
@@ -230,13 +234,43 @@ class ReducedPrecision:
         if fp64 is not None:
             limit = self.max_relative_rmse
             if self.format_output is not None:
-                format_error = relative_rmse(self.format_output(), fp64)
+                # Its floating leaves: the format's rounding leaves integer outputs (argmax, ids) where they were.
+                format_error = relative_rmse([t for t in tensors(self.format_output()) if t.is_floating_point()], fp64)
                 checks.append(Check("format_rel_rmse_vs_fp64", format_error, self.max_relative_rmse, True))
                 limit = min(limit, self.format_multiplier * format_error)
             checks.insert(1, Check("rel_rmse_vs_fp64", relative_rmse(optimized, fp64), limit, True))
             checks.append(Check("fp32_rel_rmse_vs_fp64", relative_rmse(reference, fp64), self.max_relative_rmse, True))
         if self.min_top1 is not None:
             checks.append(Check("top1_agreement", top1_agreement(reference, optimized), self.min_top1, False))
+        return Accuracy(tuple(checks))
+
+
+@dataclass(frozen=True)
+class Leaves:
+    """Outputs of any structure compared leaf by leaf, for models the suite did not write: integer leaves (token
+    ids, argmax, masks) must be equal, floating leaves are held to `floating`, and where a floating leaf is 2-d
+    (logits) and `floating` does not already report it, top-1 agreement over its rows is a check as well."""
+
+    floating: Comparator
+    min_top1: float = 0.75
+
+    def __call__(self, reference: Any, optimized: Any, fp64: Any | None = None) -> Accuracy:
+        ref, opt = tensors(reference), tensors(optimized)
+        if len(ref) != len(opt):
+            raise ValueError(f"reference gives {len(ref)} tensors, optimized gives {len(opt)}")
+        exact = [(r, o) for r, o in zip(ref, opt, strict=True) if not r.is_floating_point()]
+        ref_float, opt_float = [r for r in ref if r.is_floating_point()], [o for o in opt if o.is_floating_point()]
+        checks: list[Check] = []
+        if ref_float:
+            truth = [t for t in tensors(fp64) if t.is_floating_point()] if fp64 is not None else None
+            checks.extend(self.floating(ref_float, opt_float, truth).checks)
+        if exact:
+            differing = sum(not (r.shape == o.shape and torch.equal(r, o.to(r.device))) for r, o in exact)
+            checks.append(Check("integer_leaves_differing", differing, 0, lower_is_better=True))
+        logits = [(r, o) for r, o in zip(ref_float, opt_float, strict=True) if r.dim() == 2 and r.shape == o.shape]
+        if logits and not any(check.metric == "top1_agreement" for check in checks):
+            agreement = min(top1_agreement(r, o) for r, o in logits)
+            checks.append(Check("top1_agreement", agreement, self.min_top1, lower_is_better=False))
         return Accuracy(tuple(checks))
 
 

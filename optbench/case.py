@@ -72,5 +72,8 @@ class Case:
     and says what it saw, e.g. `Autocast(torch.bfloat16)`: every matmul ran in bf16. One that does not see its
     technique act fails the case with `not in effect: ...`, as a no-op would otherwise pass at 1.00x with
     unchanged numbers. Torch.compile's own proof is `expect_compiled`."""
+    model_may_break: bool = False
+    """The model is the user's: an error while measuring means the technique does not work on that model, and the
+    case ends skipped with "does not work on this model: <the error>" instead of failing the run."""
     notes: tuple[str, ...] = ()
     """Said in the verdict's notes: what the names promise that this case does not do (a switch set to no effect)."""

@@ -33,7 +33,13 @@ _VALUE_OPTIONS = (
     "cifar10_root",
     "hf_model",
     "sessions",
+    "model",
+    "inputs",
+    "model_name",
+    "recipe",
 )
+_SPEC_OPTIONS = ("model", "inputs", "recipe")
+"""SPECs that may name a file relative to where the run started; a case's process starts in the rootdir."""
 _FLAG_OPTIONS = ("compile_fallback", "benchmark_disable_gc")
 # What a case's own process also needs to judge and record it as the run would.
 _GATE_VALUE_OPTIONS = ("false_alarm_rate", "min_effect", "confirm", "accuracy_drift")
@@ -46,9 +52,21 @@ def _options(config: pytest.Config, values: tuple[str, ...], flags: tuple[str, .
     arguments = []
     for name in values:
         value = config.getoption(name, None)
+        if name in _SPEC_OPTIONS and value is not None:
+            value = absolute_spec(value)
         if value is not None and value != "":
             arguments += [f"--{name.replace('_', '-')}", str(value)]
     return arguments + [f"--{name.replace('_', '-')}" for name in flags if config.getoption(name, False)]
+
+
+def absolute_spec(spec: str) -> str:
+    """`spec` with its file path, if it names one, made absolute: `path/to/file.py:function` or `file.py`."""
+    where, colon, name = spec.rpartition(":")
+    if not colon:
+        return str(Path(spec).resolve()) if spec.endswith(".py") else spec
+    if colon and (where.endswith(".py") or "/" in where):
+        return f"{Path(where).resolve()}:{name}"
+    return spec
 
 
 def _passed_on(config: pytest.Config) -> list[str]:

@@ -24,7 +24,7 @@ from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
-from .accuracy import TrainingOutcome, tensors
+from .accuracy import TrainingOutcome, as_containers, tensors
 from .hardware import dtype_name
 
 if TYPE_CHECKING:
@@ -194,7 +194,9 @@ class AutogradMode:
 
     def __call__(self, case: Case) -> InEffect:
         # Not `tensors()`: it detaches, which drops the autograd marks this looks at.
-        outputs = [leaf for leaf in tree_leaves(_call(case, self.side)) if isinstance(leaf, torch.Tensor)]
+        outputs = [
+            leaf for leaf in tree_leaves(as_containers(_call(case, self.side))) if isinstance(leaf, torch.Tensor)
+        ]
         inference = sum(o.is_inference() for o in outputs)
         history = sum(o.requires_grad for o in outputs)
         expected = {

@@ -8,10 +8,11 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -25,7 +26,9 @@ from .faults import forget_frames, release_memory
 from .gate import GateSettings
 from .isolation import Finished, Outcome, Zygote, preloaded_modules, scratch_dir
 from .outputs import OutputError, writable_folder
+from .own_model import SpecError, load_workload
 from .profiles import PROFILES, Profile
+from .recipe import load_recipe
 from .recommendation import recommendation_markdown
 from .record import RECORD_KEY, RECORDS_FILE, Record, RecordError
 from .regression import pooled_variance
@@ -43,13 +46,26 @@ from .workers import (
     worker_run_path,
     xdist_worker,
 )
+from .workload import InferenceWorkload
 
 DETERMINISTIC_CUBLAS = ":4096:8"
 """CUBLAS_WORKSPACE_CONFIG that makes cuBLAS deterministic, as torch.use_deterministic_algorithms asks."""
 
 _SESSION = pytest.StashKey["OptbenchSession"]()
+_DEFAULTS = pytest.StashKey[dict[str, Any]]()
+_REQUIRED = object()
+"""Where optbench was started by a test (`activate`): the values of its options, which were never registered."""
 _FAILURE = pytest.StashKey[BaseException]()
 """A failed case's error, from its report until its teardown."""
+
+
+def option(config: pytest.Config, name: str, default: Any = _REQUIRED) -> Any:
+    """The value of option `name`: from the command line, or optbench's default where `activate` started it (its
+    options unregistered, a project's own `--device` or `--profile` is not optbench's)."""
+    defaults = config.stash.get(_DEFAULTS, {})
+    if name in defaults:
+        return defaults[name]
+    return config.getoption(name) if default is _REQUIRED else config.getoption(name, default)
 
 
 def _fraction(text: str) -> float:
@@ -222,6 +238,33 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "speedup: how much it drifts with time alone; `python -m optbench drift` tabulates them. Default 1.",
     )
     group.addoption(
+        "--model",
+        default=None,
+        metavar="SPEC",
+        help="measure the catalogue's inference techniques on your model instead of the built-in workloads: "
+        "package.module:function or path/to/file.py:function returning an nn.Module (it may take the device as "
+        "its one argument). Needs --inputs.",
+    )
+    group.addoption(
+        "--inputs",
+        default=None,
+        metavar="SPEC",
+        help="with --model: a function returning one batch for it: a tensor, a tuple/list (positional arguments) "
+        "or a dict (keyword arguments).",
+    )
+    group.addoption(
+        "--model-name",
+        default=None,
+        help="with --model: the name in test ids, records and baselines. Default: the model function's name.",
+    )
+    group.addoption(
+        "--recipe",
+        default=None,
+        metavar="PATH",
+        help="with --model: measure this recipe (written by `python -m optbench advise`) end to end against the "
+        "plain model (benchmarks/test_recipe.py).",
+    )
+    group.addoption(
         "--baselines-dir",
         default=None,
         help="folder of baseline files. Default: baselines/ in the rootdir.",
@@ -255,25 +298,25 @@ class OptbenchSession:
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
-        if config.getoption("optbench_threads"):  # a case's own process runs with its parent's threads
-            torch.set_num_threads(config.getoption("optbench_threads"))
+        if option(config, "optbench_threads"):  # a case's own process runs with its parent's threads
+            torch.set_num_threads(option(config, "optbench_threads"))
         # Before any per-worker throttling: part of the environment key.
-        self.threads = config.getoption("optbench_key_threads") or torch.get_num_threads()
-        self.isolated = config.getoption("optbench_isolated")
+        self.threads = option(config, "optbench_key_threads") or torch.get_num_threads()
+        self.isolated = option(config, "optbench_isolated")
         """This process is one case's own (optbench.isolation): it writes the case's outcome for its parent."""
-        self.is_controller = xdist_worker() is None and config.getoption("dist", "no") != "no"
+        self.is_controller = xdist_worker() is None and option(config, "dist", "no") != "no"
         """An xdist controller: it measures nothing, so it stays off the GPUs (no CUDA context)."""
         self.device = self._worker_device() or self._own_device()
         if self.device.type == "cuda" and not self.is_controller:
             torch.cuda.set_device(self.device)
-        name = config.getoption("profile") or ("standard" if self.device.type == "cuda" else "smoke")
+        name = option(config, "profile") or ("standard" if self.device.type == "cuda" else "smoke")
         self.profile: Profile = PROFILES[name].with_overrides(
-            ci_half_width=config.getoption("ci_target"),
-            case_budget_s=config.getoption("case_budget"),
-            case_timeout_s=config.getoption("case_timeout"),
-            block_target_s=config.getoption("block_target"),
+            ci_half_width=option(config, "ci_target"),
+            case_budget_s=option(config, "case_budget"),
+            case_timeout_s=option(config, "case_timeout"),
+            block_target_s=option(config, "block_target"),
         )
-        self.results_dir = Path(config.getoption("results_dir"))
+        self.results_dir = Path(option(config, "results_dir"))
         self.records: list[Record] = []
         self._settings: RunSettings | None = None
         self._estimated = False
@@ -282,6 +325,32 @@ class OptbenchSession:
         self._zygote: Zygote | None = None
         self._outcome: Outcome | None = None
         self.allocator, self._zygote_environment = self._allocator()
+        self.own_workload = self._own_workload()
+        self.own_recipe = self._own_recipe()
+
+    def _own_recipe(self) -> ModuleType | None:
+        path = option(self.config, "recipe")
+        if path is None:
+            return None
+        if self.own_workload is None:
+            raise pytest.UsageError("--recipe is measured on your model: give --model and --inputs too")
+        try:
+            return load_recipe(path)
+        except SpecError as error:
+            raise pytest.UsageError(str(error)) from None
+
+    def _own_workload(self) -> InferenceWorkload | None:
+        """The user's model (--model), loaded and checked now, so that a model that cannot run stops the run
+        before anything is measured or written."""
+        spec = option(self.config, "model")
+        if spec is None:
+            if option(self.config, "inputs") is not None:
+                raise pytest.UsageError("--inputs is for --model: give the model function too (--model SPEC)")
+            return None
+        try:
+            return load_workload(spec, option(self.config, "inputs"), option(self.config, "model_name"), self.device)
+        except SpecError as error:
+            raise pytest.UsageError(str(error)) from None
 
     def _allocator(self) -> tuple[Allocator, dict[str, str]]:
         """The allocator the cases are measured with, and the environment that starts their processes with it.
@@ -293,7 +362,7 @@ class OptbenchSession:
         # An xdist worker's variables would make a case's process act as a worker, which records nothing itself.
         environment = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
         own = detect_allocator()
-        requested = self.config.getoption("allocator")
+        requested = option(self.config, "allocator")
         try:
             wanted = allocator_environment(requested or ("system" if own.is_system else own.name), environment)
         except AllocatorNotFound as error:
@@ -314,7 +383,7 @@ class OptbenchSession:
         """Whether this process hands each timed case to a process of its own (--isolation)."""
         config = self.config
         roles = ("optbench_isolated", "optbench_confirming", "optbench_independent")
-        return config.getoption("isolation") == "process" and not any(config.getoption(role) for role in roles)
+        return option(config, "isolation") == "process" and not any(option(config, role) for role in roles)
 
     def run_isolated(self, node_id: str) -> Finished:
         """Runs the case `node_id` in a fresh fork of this run's zygote (optbench.isolation)."""
@@ -353,9 +422,9 @@ class OptbenchSession:
         return xdist_worker() is not None
 
     def _own_device(self) -> torch.device:
-        if not (self.is_controller and self.config.getoption("gpu_per_worker")):
-            return resolve_device(self.config.getoption("device"))
-        gpus, workers = torch.cuda.device_count(), self.config.getoption("numprocesses")
+        if not (self.is_controller and option(self.config, "gpu_per_worker")):
+            return resolve_device(option(self.config, "device"))
+        gpus, workers = torch.cuda.device_count(), option(self.config, "numprocesses")
         if workers > gpus:
             raise pytest.UsageError(f"--gpu-per-worker: -n {workers} workers but {gpus} GPU(s) visible")
         return torch.device("cuda")  # the workers' GPUs, one each
@@ -364,12 +433,12 @@ class OptbenchSession:
         """Under xdist: a fair share of the CPU threads, and the worker's own GPU with --gpu-per-worker."""
         worker = xdist_worker()
         if worker is None:
-            if self.config.getoption("gpu_per_worker") and not self.is_controller:
+            if option(self.config, "gpu_per_worker") and not self.is_controller:
                 raise pytest.UsageError("--gpu-per-worker needs pytest-xdist workers: add -n <number of GPUs>")
             return None
         workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
         torch.set_num_threads(threads_per_worker(self.threads, workers))
-        if not self.config.getoption("gpu_per_worker"):
+        if not option(self.config, "gpu_per_worker"):
             return None
         try:
             return worker_device(worker, torch.cuda.device_count())
@@ -385,7 +454,7 @@ class OptbenchSession:
         """
         benchmark_session = getattr(self.config, "_benchmarksession", None)
         worker = xdist_worker()
-        if worker is None or not self.config.getoption("gpu_per_worker") or benchmark_session is None:
+        if worker is None or not option(self.config, "gpu_per_worker") or benchmark_session is None:
             return
         benchmark_session.disabled = False
         if benchmark_session.json or benchmark_session.save or benchmark_session.autosave:
@@ -425,26 +494,26 @@ class OptbenchSession:
     def settings(self) -> RunSettings:
         """Built on first need, so runs without benchmarks never read baselines."""
         if self._settings is None:
-            directory = self.config.getoption("baselines_dir") or Path(self.config.rootpath, "baselines")
+            directory = option(self.config, "baselines_dir") or Path(self.config.rootpath, "baselines")
             key, environment = self._environment()
             baselines = BaselineStore(Path(directory), key)
             self._settings = RunSettings(
                 device=self.device,
                 profile=self.profile,
                 gate=GateSettings(
-                    false_alarm_rate=self.config.getoption("false_alarm_rate"),
-                    min_effect=self.config.getoption("min_effect"),
-                    confirmations=self.config.getoption("confirm"),
-                    accuracy_drift=self.config.getoption("accuracy_drift"),
+                    false_alarm_rate=option(self.config, "false_alarm_rate"),
+                    min_effect=option(self.config, "min_effect"),
+                    confirmations=option(self.config, "confirm"),
+                    accuracy_drift=option(self.config, "accuracy_drift"),
                     pooled_variance=pooled_variance(baselines.histories().values()),
                 ),
-                update_baselines=self.config.getoption("update_baselines"),
+                update_baselines=option(self.config, "update_baselines"),
                 baselines=baselines,
                 environment=environment,
-                compile_fallback=self.config.getoption("compile_fallback"),
-                agree=self.config.getoption("agree"),
-                sessions=self.config.getoption("sessions"),
-                plant_slowdown=self.config.getoption("plant_slowdown"),
+                compile_fallback=option(self.config, "compile_fallback"),
+                agree=option(self.config, "agree"),
+                sessions=option(self.config, "sessions"),
+                plant_slowdown=option(self.config, "plant_slowdown"),
                 commit=current_commit(self.config.rootpath),
             )
         return self._settings
@@ -456,7 +525,7 @@ class OptbenchSession:
     def gate_cases(self, count: int) -> None:
         """The cases with history this run gates: the false-alarm budget is split over them."""
         settings = self.settings()
-        count = self.config.getoption("optbench_gated_cases") or count  # a case's own process: its parent's count
+        count = option(self.config, "optbench_gated_cases") or count  # a case's own process: its parent's count
         self._settings = replace(settings, gate=replace(settings.gate, gated_cases=max(1, count)))
 
     def add(self, record: Record) -> None:
@@ -473,7 +542,7 @@ class OptbenchSession:
     def _print_estimate(self, cases: int) -> None:
         terminal = self.config.pluginmanager.get_plugin("terminalreporter")
         if cases and terminal is not None and not self._estimated:
-            workers = self.config.getoption("numprocesses") if self.is_controller else 1
+            workers = option(self.config, "numprocesses") if self.is_controller else 1
             terminal.write_line(f"optbench: {self.profile.describe_estimate(cases, workers)}")
             self._estimated = True
 
@@ -578,17 +647,17 @@ class OptbenchSession:
 
 def check_outputs(config: pytest.Config) -> None:
     """Every folder this run will write into exists and is writable, so a long run cannot fail at its end."""
-    folders = [(Path(config.getoption("results_dir")), "--results-dir")]
-    report = config.getoption("benchmark_json", None)
+    folders = [(Path(option(config, "results_dir")), "--results-dir")]
+    report = option(config, "benchmark_json", None)
     if report is not None:
         folders.append((Path(report).parent, "--benchmark-json"))
-    storage = str(config.getoption("benchmark_storage", "") or "")
-    saves = config.getoption("benchmark_save", None) or config.getoption("benchmark_autosave", False)
+    storage = str(option(config, "benchmark_storage", "") or "")
+    saves = option(config, "benchmark_save", None) or option(config, "benchmark_autosave", False)
     if saves and "://" not in storage.removeprefix("file://"):
         folders.append((Path(storage.removeprefix("file://")), "--benchmark-storage (where --benchmark-save writes)"))
     try:
-        for folder, option in folders:
-            writable_folder(folder, option)
+        for folder, named_by in folders:
+            writable_folder(folder, named_by)
     except OutputError as error:
         raise pytest.UsageError(str(error)) from None
 
@@ -597,17 +666,54 @@ def check_outputs(config: pytest.Config) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     # Before anything initialises CUDA, which reads it once; a value set by the user is kept.
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", DETERMINISTIC_CUBLAS)
+    config.addinivalue_line(
+        "markers", "workloads(*names): the built-in inference workloads a test runs on; the user's model under --model"
+    )
+    session = OptbenchSession(config)  # first: a --model that cannot run stops the run before any folder is made
     if not hasattr(config, "workerinput"):  # an xdist worker writes where its controller said
         check_outputs(config)
-    session = OptbenchSession(config)
     config.stash[_SESSION] = session
     config.pluginmanager.register(session, "optbench-session")
+
+
+RECIPE_CASES = "test_recipe.py"
+"""The catalogue file measuring a recipe end to end: collected only with --recipe, so that without it the catalogue
+is what it always was."""
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    return True if collection_path.name == RECIPE_CASES and option(config, "recipe") is None else None
+
+
+def own_workload(config: pytest.Config) -> InferenceWorkload | None:
+    """The user's model (--model) as the workload every inference technique runs on; None without --model."""
+    return config.stash[_SESSION].own_workload
+
+
+@pytest.hookimpl(trylast=True)  # after the parametrize marks, so the workload's id comes last as it always has
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    marker = metafunc.definition.get_closest_marker("workloads")
+    if marker is None:
+        return
+    own = own_workload(metafunc.config)
+    metafunc.parametrize("workload", [own.name] if own else list(marker.args), indirect=True)
 
 
 @pytest.hookimpl(tryfirst=True)  # before -k/-m deselection, so stale entries are told from deselected cases
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     session = config.stash[_SESSION]
+    if session.own_workload is not None:  # only the techniques that take a workload run on the user's model
+        others = [item for item in items if "workload" not in getattr(item, "fixturenames", ())]
+        if others:
+            config.hook.pytest_deselected(items=others)
+            items[:] = [item for item in items if "workload" in getattr(item, "fixturenames", ())]
     session.time_on_own_gpu()
+    count_gated(config, items)
+
+
+def count_gated(config: pytest.Config, items: Sequence[pytest.Item]) -> None:
+    """Tell the session how many collected cases have history: the gate splits its false-alarm budget over them."""
+    session = config.stash[_SESSION]
     cases = [item for item in items if "optbench" in getattr(item, "fixturenames", ())]
     if not cases:
         return
@@ -616,8 +722,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     except BaselineError as error:
         raise pytest.UsageError(str(error)) from None
     session.gate_cases(sum(baselines.get(session.case_id(item.nodeid)) is not None for item in cases))
+    # Under --model the built-in cases are not collected, so their entries are not stale.
     stale = baselines.unknown_cases(session.profile.name, {item.nodeid for item in cases})
-    if stale:
+    if stale and session.own_workload is None:
         config.issue_config_time_warning(
             pytest.PytestWarning(
                 f"{baselines.path}: {len(stale)} entries name no collected case (e.g. {stale[0]}); "
@@ -625,6 +732,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             ),
             stacklevel=2,
         )
+
+
+@pytest.fixture(scope="session")
+def own_recipe(pytestconfig: pytest.Config) -> ModuleType:
+    """The recipe file given with --recipe, imported (optbench.recipe)."""
+    recipe = pytestconfig.stash[_SESSION].own_recipe
+    if recipe is None:
+        pytest.skip("measures a recipe: give --model, --inputs and --recipe PATH (python -m optbench advise does)")
+    return recipe
 
 
 @pytest.fixture(scope="session")
@@ -642,10 +758,52 @@ def profile(pytestconfig: pytest.Config) -> Profile:
 @pytest.fixture
 def optbench(request: pytest.FixtureRequest, benchmark: Any) -> CaseRunner:
     """Runs a `Case` through warm-up, paired timing, accuracy and the gate: `optbench.run(case)`."""
+    return case_runner(request, benchmark)
+
+
+class _OptionDefaults:
+    """Stands in for pytest's parser to collect what `pytest_addoption` would declare: each option's default."""
+
+    def __init__(self) -> None:
+        self.defaults: dict[str, Any] = {}
+
+    def getgroup(self, *args: Any, **kwargs: Any) -> _OptionDefaults:
+        return self
+
+    def addoption(self, *names: str, **attributes: Any) -> None:
+        dest = attributes.get("dest") or names[0].lstrip("-").replace("-", "_")
+        flag = attributes.get("action") == "store_true"
+        self.defaults[dest] = attributes.get("default", False if flag else None)
+
+
+IN_TEST_PROCESS = {"isolation": "none", "confirm": 0}
+"""What optbench changes from its defaults where it is started by a test that asks for it (`activate`): its case
+processes would be started with options this session never registered."""
+
+
+def activate(config: pytest.Config, items: Sequence[pytest.Item]) -> None:
+    """Start optbench in a session that did not load it at configure: the pytest11 entry point (optbench.entry)
+    calls this when the first test asks for the `optbench` fixture. Its options were never registered, so none can
+    clash with the project's own (`--device`, `--profile`): each keeps its default, and cases are measured in the
+    test's process."""
+    if _SESSION in config.stash:
+        return
+    recorder = _OptionDefaults()
+    pytest_addoption(recorder)  # type: ignore[arg-type]
+    config.stash[_DEFAULTS] = {**recorder.defaults, **IN_TEST_PROCESS}
+    session = OptbenchSession(config)
+    check_outputs(config)
+    config.stash[_SESSION] = session
+    config.pluginmanager.register(session, "optbench-session")
+    count_gated(config, items)
+
+
+def case_runner(request: pytest.FixtureRequest, benchmark: Any) -> CaseRunner:
+    """The `optbench` fixture's value for the test `request` is for."""
     session = request.config.stash[_SESSION]
     technique = request.module.__name__.rsplit(".", 1)[-1].removeprefix("test_")
     config, node_id = request.config, request.node.nodeid
-    confirming = config.getoption("optbench_confirming")
+    confirming = option(config, "optbench_confirming")
     settings = session.settings()
     return CaseRunner(
         settings,
@@ -657,7 +815,7 @@ def optbench(request: pytest.FixtureRequest, benchmark: Any) -> CaseRunner:
         confirm=None if confirming else partial(confirm_in_fresh_process, config, node_id),
         isolate=partial(session.run_isolated, node_id) if benchmark.enabled and session.isolates() else None,
         independent=partial(independent_in_fresh_process, config, node_id) if settings.agree else None,
-        independent_only=config.getoption("optbench_independent"),
+        independent_only=option(config, "optbench_independent"),
     )
 
 

@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, NoReturn
 
 import pytest
@@ -21,7 +22,7 @@ from .baselines import Baseline, BaselineStore, Recording
 from .cache_flush import CacheFlush
 from .case import Case, Observed
 from .clock import DeviceClock
-from .faults import Phase, explain, forget_frames, release_memory, time_limit
+from .faults import CaseTimeout, Phase, explain, first_lines, forget_frames, release_memory, time_limit
 from .gate import Floor, GateSettings, Verdict, judge
 from .gpu_clocks import GpuClocks, GpuState, clock_note
 from .in_effect import InEffect
@@ -62,6 +63,9 @@ from .stats import speedup as speedup_interval
 from .switches import deterministic_settings, preserved_global_state
 
 ACCURACY_SEED = 0
+PACKAGE = Path(__file__).resolve().parent
+DOES_NOT_WORK = "does not work on this model: "
+"""How a case on the user's model ends when its technique raises there (`Case.model_may_break`)."""
 
 
 @dataclass(frozen=True)
@@ -94,6 +98,14 @@ def seeded(output: Callable[[], Any]) -> Any:
     random.seed(ACCURACY_SEED)
     torch.manual_seed(ACCURACY_SEED)
     return output()
+
+
+def raised_by_harness(error: BaseException) -> bool:
+    """The innermost frame of `error` is optbench's own code: a harness bug, never blamed on the user's model."""
+    entry = error.__traceback__
+    while entry is not None and entry.tb_next is not None:
+        entry = entry.tb_next
+    return entry is not None and Path(entry.tb_frame.f_code.co_filename).resolve().is_relative_to(PACKAGE)
 
 
 class CaseRunner:
@@ -261,6 +273,11 @@ class CaseRunner:
     def _fail_on_fault(self, case: Case, error: Exception, phase: str) -> NoReturn:
         """Record the fault, free the failed case's memory, then fail the case (or re-raise an unexpected error)."""
         cause = explain(error, phase, case.workload)
+        if case.model_may_break and not isinstance(error, CaseTimeout) and not raised_by_harness(error):
+            forget_frames(error)
+            release_memory(self.settings.device)
+            what = cause or f"{type(error).__name__} during {phase}: {first_lines(error, 1)}"
+            pytest.skip(f"{DOES_NOT_WORK}{what}")
         # Published first: releasing memory after a sticky CUDA error can fail too.
         self.publish(self._fault_record(case, cause or f"{type(error).__name__} during {phase}: {error}"))
         forget_frames(error)

@@ -20,7 +20,7 @@ import pytest
 import torch
 from torch import nn
 
-from fixtures.models import InferenceWorkload
+from optbench.workload import InferenceWorkload
 
 
 class NoAutocast(contextlib.nullcontext):

@@ -8,6 +8,8 @@ from torch import nn
 
 import benchmarks.test_cudnn_benchmark as cudnn_benchmark
 import benchmarks.test_load_model_stack as load_model_stack
+from optbench.techniques import CUDNN_BENCHMARK_UNUSED
+from optbench.workload import InferenceWorkload
 
 
 class KeepCases:
@@ -43,12 +45,10 @@ def test_cudnn_benchmark_fixed_shapes_and_their_control_time_the_flag_alone():
     ]
 
 
-@pytest.mark.parametrize(("device", "notes"), [("cuda", (load_model_stack.CUDNN_BENCHMARK_UNUSED,)), ("cpu", ())])
+@pytest.mark.parametrize(("device", "notes"), [("cuda", (CUDNN_BENCHMARK_UNUSED,)), ("cpu", ())])
 def test_load_model_stack_says_where_cudnn_benchmark_is_set_but_not_measured(device, notes):
     runner = KeepCases()
-    workload = SimpleNamespace(
-        name="resnet", model=lambda dtype=None: nn.Identity(), inputs=torch.zeros(1), fp64_output=None
-    )
+    workload = InferenceWorkload("resnet", nn.Identity, torch.zeros(1))
     load_model_stack.test_load_model_stack(runner, workload, "fp32", torch.device(device))
     (case,) = runner.cases
     assert case.notes == notes

@@ -1,0 +1,264 @@
+"""Advice: one word per technique measured on the user's model, and the recipe those words choose.
+
+A row's word follows from its record alone:
+
+- **does not work**: the technique raised on the model (the case ended with "does not work on this model"), or
+  did not act (an in-effect observer saw no change: a no-op measured as a speedup would be a lie);
+- **breaks accuracy**: its outputs failed the accuracy comparison;
+- **use**: the speedup's whole 95% interval is above 1;
+- **hurts**: the whole interval is below 1;
+- **skip**: otherwise: no gain this measurement can tell from none.
+
+The recipe takes every *use* that composes: the fastest reduced dtype, channels_last in that dtype, the fastest
+compile mode, the autograd mode, and (staying in fp32) the fp32 precision switches.
+"""
+
+from __future__ import annotations
+
+import datetime
+import re
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ElementTree
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from .recipe import BACKENDS, Recipe
+from .record import Record, read_records
+from .report import case_label, markdown_table, text_table
+from .runner import DOES_NOT_WORK
+from .stats import Interval
+
+HEADERS = ("technique", "speedup [95% CI]", "accuracy (limit)", "peak mem", "compile", "advice")
+WORDS = ("use", "skip", "hurts", "breaks accuracy", "does not work")
+
+
+@dataclass(frozen=True)
+class Advice:
+    technique: str
+    """The case's test and parameters without the model's name, e.g. `reduced_precision[bf16]`."""
+    word: str
+    reason: str = ""
+    record: Record | None = None
+
+    @property
+    def speedup(self) -> Interval | None:
+        return self.record.speedup if self.record else None
+
+    def row(self) -> list[str]:
+        record = self.record
+        speedup = self.speedup
+        accuracy = record.accuracy if record else None
+        memory = record.memory if record else None
+        compiled = record.compile if record else None
+        headline = accuracy.headline if accuracy else None
+        sign = "<=" if headline and headline.lower_is_better else ">="
+        return [
+            self.technique,
+            f"{speedup.point:.2f}x [{speedup.low:.2f}, {speedup.high:.2f}]" if speedup else "-",
+            f"{headline.value:.2g} ({sign}{headline.limit:.2g})" if headline else "-",
+            f"{memory.optimized_bytes / memory.reference_bytes:.2f}x"
+            if memory and memory.reference_bytes and memory.optimized_bytes is not None
+            else "-",
+            f"{compiled.first_call_s:.1f} s" if compiled else "-",
+            self.word,
+        ]
+
+
+def technique_label(case: str, model_name: str) -> str:
+    """`smoke:benchmarks/test_compile.py::test_compile[default-cnn]` -> `compile[default]`."""
+    label = case_label(case).removeprefix("test_")
+    return re.sub(rf"-?{re.escape(model_name)}\]$", "]", label).replace("[]", "")
+
+
+def advice_of(record: Record, model_name: str) -> Advice:
+    technique = technique_label(record.case, model_name)
+    idle = [seen for seen in record.in_effect if not seen.in_effect]
+    if idle:
+        return Advice(technique, "does not work", f"not in effect: {idle[0].technique} {idle[0].evidence}", record)
+    if record.accuracy is not None and not record.accuracy.passed:
+        return Advice(technique, "breaks accuracy", "; ".join(record.verdict.failures), record)
+    if record.speedup is None:
+        return Advice(technique, "does not work", "; ".join(record.verdict.failures) or "not timed", record)
+    if record.speedup.low > 1:
+        return Advice(technique, "use", "", record)
+    if record.speedup.high < 1:
+        return Advice(technique, "hurts", "", record)
+    return Advice(technique, "skip", "", record)
+
+
+def skipped_cases(junit_xml: Path, model_name: str) -> tuple[list[Advice], list[tuple[str, str]]]:
+    """From pytest's JUnit XML: the techniques that do not work on the model, and those not measured here (each
+    with its reason: needs CUDA, does not apply to this model)."""
+    broken, unmeasured = [], []
+    for case in ElementTree.parse(junit_xml).getroot().iter("testcase"):
+        skipped = case.find("skipped")
+        if skipped is None:
+            continue
+        technique = technique_label(case.get("name", ""), model_name)
+        reason = skipped.get("message", "").removeprefix("Skipped: ")
+        if reason.startswith(DOES_NOT_WORK):
+            broken.append(Advice(technique, "does not work", reason.removeprefix(DOES_NOT_WORK)))
+        else:
+            unmeasured.append((technique, reason))
+    return broken, unmeasured
+
+
+def choose_recipe(advice: Sequence[Advice]) -> Recipe:
+    """The recipe of every *use* that composes (see the module's docstring)."""
+    used = {(a.record.technique, a.record.variant): a for a in advice if a.word == "use" and a.record}
+
+    def fastest(technique: str, variants: Sequence[str]) -> str | None:
+        candidates = [(used[technique, v].speedup.point, v) for v in variants if (technique, v) in used]
+        return max(candidates)[1] if candidates else None
+
+    dtype = fastest("reduced_precision", ("bf16", "fp16"))
+    mode = fastest("compile", ("default", "reduce-overhead", "max-autotune"))
+    autograd = "inference_mode" if ("inference_mode", "grad->inference_mode") in used else None
+    if autograd is None and ("inference_mode", "grad->no_grad") in used:
+        autograd = "no_grad"
+    precision = (
+        ()
+        if dtype
+        else tuple(
+            sorted(_fp32_precision(a.record) for (technique, _), a in used.items() if technique == "tf32" and a.record)
+        )
+    )
+    return Recipe(
+        dtype=dtype,
+        channels_last=("channels_last", f"channels_last:{dtype or 'fp32'}") in used,
+        compile_mode=mode,
+        autograd=autograd,
+        fp32_precision=precision,
+    )
+
+
+def _fp32_precision(record: Record) -> tuple[str, str]:
+    """("mkldnn.matmul", "bf16") from a tf32 case: its backend's name and the value it switched to."""
+    backend, value = record.variants.optimized.split()
+    kernels = "conv" if "conv_precision" in record.case else "matmul"
+    return f"{BACKENDS[backend]}.{kernels}", value
+
+
+def advice_table(advice: Sequence[Advice], markdown: bool = False) -> str:
+    rows = [a.row() for a in advice]
+    return markdown_table(rows, HEADERS) if markdown else text_table(rows, HEADERS)
+
+
+def reasons(advice: Sequence[Advice], unmeasured: Sequence[tuple[str, str]]) -> list[str]:
+    """One line per technique that needs saying why: does not work, breaks accuracy, not measured here."""
+    lines = [f"{a.technique}: {a.word}: {a.reason}" for a in advice if a.reason]
+    return lines + [f"{technique}: not measured here: {why}" for technique, why in unmeasured]
+
+
+@dataclass
+class AdviceRun:
+    """What one pytest session of `advise` left: records, skips, or the one-line usage error that stopped it."""
+
+    records: list[Record]
+    broken: list[Advice]
+    unmeasured: list[tuple[str, str]]
+    usage_error: str | None = None
+    exit_code: int = 0
+
+
+NODE = re.compile(r"^\S+::(\S+)")
+OUTCOME = re.compile(r"\b(PASSED|FAILED|SKIPPED|ERROR|XFAIL|XPASS)\b")
+SELECTED = re.compile(r"collected \d+ items?(?: / (\d+) deselected / (\d+) selected)?")
+
+
+def run_cases(root: Path, arguments: Sequence[str], results: Path, model_name: str, phase: str) -> AdviceRun:
+    """One pytest session over the catalogue with `arguments`, its progress printed as it goes: which technique,
+    its outcome, how many are left."""
+    junit = results / "cases.xml"
+    command = [sys.executable, "-m", "pytest", "benchmarks", *arguments, "--results-dir", str(results)]
+    command += ["--junitxml", str(junit), "-v", "--tb=line", "-p", "no:cacheprovider", "-W", "ignore::Warning"]
+    start = time.monotonic()
+    output: list[str] = []
+    total, done, line = 0, 0, ""
+    with subprocess.Popen(command, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT) as process:
+        assert process.stdout is not None
+        announced = False
+        while chunk := process.stdout.read1(4096).decode(errors="replace"):  # type: ignore[attr-defined]
+            for character in chunk:
+                if character != "\n":
+                    line += character
+                    node = NODE.match(line)
+                    if node and not announced and line.endswith(" "):
+                        announced = True
+                        label = technique_label(node.group(1), model_name)
+                        print(f"  {phase} [{done + 1}/{total or '?'}] measuring {label} ...", flush=True)
+                    continue
+                output.append(line)
+                selected = SELECTED.search(line)
+                if selected:
+                    total = int(selected.group(2) or line.split()[1])
+                node, outcome = NODE.match(line), OUTCOME.search(line)
+                if node and outcome:
+                    done += 1
+                    minutes = (time.monotonic() - start) / 60
+                    label = technique_label(node.group(1), model_name)
+                    print(f"  {phase} [{done}/{total}] {label}: {outcome.group(1).lower()} ({minutes:.1f} min)")
+                announced, line = False, ""
+    if process.returncode == 4 or not junit.exists():  # pytest's usage error: the run never started
+        errors = [text.removeprefix("ERROR: ") for text in output if text.startswith("ERROR: ")]
+        return AdviceRun([], [], [], errors[-1] if errors else "\n".join(output[-5:]), process.returncode)
+    broken, unmeasured = skipped_cases(junit, model_name)
+    return AdviceRun(read_records(results), broken, unmeasured, None, process.returncode)
+
+
+def recipe_header(name: str, recipe: Recipe) -> str:
+    applied = ", ".join(recipe.techniques) or "nothing: no technique was measured to pay, so this is the plain model"
+    return (
+        f"optbench recipe for {name}, written by `python -m optbench advise` ({datetime.date.today()}, torch "
+        f"{torch.__version__}).\n\nApplies, in seed 004's order (dtype and memory format before torch.compile): "
+        f"{applied}.\nUse: `model = apply(model)`, then `run(model, prepare(batch))`. MEASURED at the end holds "
+        "the numbers this was chosen from."
+    )
+
+
+def advice_page(
+    name: str, advice: Sequence[Advice], unmeasured: Sequence[tuple[str, str]], recipe: Recipe, command: str
+) -> str:
+    """NAME.md: where it ran, the table, the reasons, and what the recipe applies."""
+    environments = sorted({a.record.environment_key for a in advice if a.record})
+    lines = [
+        f"# {name}: which techniques pay",
+        "",
+        f"Measured {datetime.date.today()} on {', '.join(environments) or 'this machine'} with torch "
+        f"{torch.__version__}. Reproduce: `{command}`",
+        "",
+        advice_table(advice, markdown=True),
+        "",
+        *(f"- {line}" for line in reasons(advice, unmeasured)),
+        "",
+        f"Recipe ({name}_recipe.py): {', '.join(recipe.techniques) or 'the plain model (nothing pays)'}.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def end_to_end_text(record: Record | None, recipe: Recipe) -> str:
+    """The recipe's measured headline, and whether it agrees in direction with its parts (all marked *use*)."""
+    if not recipe.techniques:
+        return "Nothing was marked use: the recipe is the plain model, so there is nothing to measure end to end."
+    if record is None or record.speedup is None:
+        failures = "; ".join(record.verdict.failures) if record else "its case did not run"
+        return f"Recipe end to end ({' + '.join(recipe.techniques)}): not measured: {failures}"
+    speedup = record.speedup
+    agrees = "agrees with its parts (each faster)" if speedup.low > 1 else "does NOT agree with its parts"
+    accuracy = "accuracy passed" if record.accuracy and record.accuracy.passed else "accuracy FAILED"
+    return (
+        f"Recipe end to end ({' + '.join(recipe.techniques)}) vs the plain fp32 model: {speedup.point:.2f}x "
+        f"[{speedup.low:.2f}, {speedup.high:.2f}], {accuracy}; {agrees}"
+    )
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """`text` into `path` whole or not at all: a run stopped midway leaves no half-written file."""
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(text)
+    partial.replace(path)

@@ -1,0 +1,142 @@
+"""A recipe: the techniques measured to pay on one model, as a standalone Python file that applies them.
+
+`advise` chooses a `Recipe` from the run's advice and writes its `source()`:
+a file with no optbench import, so it can be copied into the user's code. It
+applies the techniques in seed 004's order (dtype and memory format before
+torch.compile, since compile specializes on both) and runs the model under the
+autograd mode and fp32 precision settings that were measured to pay.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from types import ModuleType
+
+from .own_model import load_function
+
+DTYPES = {"bf16": "torch.bfloat16", "fp16": "torch.float16"}
+BACKENDS = {"oneDNN": "mkldnn", "cuBLAS": "cuda", "cuDNN": "cudnn"}
+"""Display name of an fp32_precision backend -> its `torch.backends` attribute."""
+
+
+@dataclass(frozen=True)
+class Recipe:
+    dtype: str | None = None
+    """"bf16" or "fp16": model and floating inputs converted."""
+    channels_last: bool = False
+    compile_mode: str | None = None
+    autograd: str | None = None
+    """"inference_mode" or "no_grad"; None leaves autograd as the caller has it."""
+    fp32_precision: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+    """(`torch.backends` path such as "mkldnn.matmul", value such as "bf16"), set around each call."""
+
+    @property
+    def techniques(self) -> list[str]:
+        """What the recipe applies, in its order."""
+        applied = [self.dtype] if self.dtype else []
+        applied += ["channels_last"] if self.channels_last else []
+        applied += [f"compile:{self.compile_mode}"] if self.compile_mode else []
+        applied += [self.autograd] if self.autograd else []
+        applied += [f"{path} fp32_precision={value}" for path, value in self.fp32_precision]
+        return applied
+
+    def source(self, header: str, measured: str) -> str:
+        """The recipe file: `header` as its docstring, `measured` (the advice table) as its trailer."""
+        precision = ", ".join(f'"{path}": "{value}"' for path, value in self.fp32_precision)
+        return TEMPLATE.format(
+            docstring=header.strip(),
+            dtype=DTYPES[self.dtype] if self.dtype else "None",
+            channels_last=self.channels_last,
+            compile_mode=repr(self.compile_mode),
+            autograd=repr(self.autograd),
+            precision=precision,
+            measured=measured.replace('"""', "'''"),
+        )
+
+
+TEMPLATE = '''"""{docstring}
+"""
+
+import contextlib
+
+import torch
+from torch.utils._pytree import tree_map
+
+DTYPE = {dtype}
+CHANNELS_LAST = {channels_last}
+COMPILE_MODE = {compile_mode}
+AUTOGRAD = {autograd}
+FP32_PRECISION = {{{precision}}}
+"""`torch.backends` path -> fp32_precision, set around each call and restored after it."""
+
+
+def apply(model: torch.nn.Module) -> torch.nn.Module:
+    """The model with the recipe applied: dtype and memory format first, then torch.compile (seed 004's order)."""
+    if DTYPE is not None:
+        model = model.to(DTYPE)
+    if CHANNELS_LAST:
+        model = model.to(memory_format=torch.channels_last)
+    if COMPILE_MODE is not None:
+        model = torch.compile(model, mode=COMPILE_MODE)
+    return model
+
+
+def prepare(batch):
+    """One batch (tensor, tuple/list or dict) as the recipe's model takes it: floating tensors in DTYPE, 4-d ones
+    in channels_last. Integer tensors (token ids, masks) are left as they are."""
+
+    def convert(leaf):
+        if not isinstance(leaf, torch.Tensor):
+            return leaf
+        if DTYPE is not None and leaf.is_floating_point():
+            leaf = leaf.to(DTYPE)
+        if CHANNELS_LAST and leaf.dim() == 4:
+            leaf = leaf.contiguous(memory_format=torch.channels_last)
+        return leaf
+
+    return tree_map(convert, batch)
+
+
+def _backend(path):
+    owner = torch.backends
+    for name in path.split("."):
+        owner = getattr(owner, name)
+    return owner
+
+
+@contextlib.contextmanager
+def settings():
+    """The recipe's process-wide switches, set for the duration of a call."""
+    saved = {{path: _backend(path).fp32_precision for path in FP32_PRECISION}}
+    try:
+        for path, value in FP32_PRECISION.items():
+            _backend(path).fp32_precision = value
+        yield
+    finally:
+        for path, value in saved.items():
+            _backend(path).fp32_precision = value
+
+
+def run(model, batch):
+    """One forward of an `apply`-ed model on a `prepare`-d batch, under the recipe's settings."""
+    autograd = {{"inference_mode": torch.inference_mode, "no_grad": torch.no_grad}}.get(AUTOGRAD)
+    with settings(), autograd() if autograd else contextlib.nullcontext():
+        if COMPILE_MODE == "reduce-overhead":
+            torch.compiler.cudagraph_mark_step_begin()
+        if isinstance(batch, dict):
+            return model(**batch)
+        if isinstance(batch, (tuple, list)):
+            return model(*batch)
+        return model(batch)
+
+
+MEASURED = """
+{measured}
+"""
+'''
+
+
+def load_recipe(path: str) -> ModuleType:
+    """The recipe file `path` (written by `advise`), imported; a `SpecError` where it is not one."""
+    return sys.modules[load_function(f"{path}:apply", "--recipe").__module__]

@@ -1,0 +1,85 @@
+"""User-style models for the --model tests: written as a user would, not tuned for the suite."""
+
+import torch
+from torch import nn
+
+
+class Inverts(nn.Module):
+    """Whitens its features with a matrix inverse: linalg has no bf16/fp16 kernels on CPU, so converting breaks it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(16, 16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        features = self.linear(x)
+        gram = features.mT @ features + torch.eye(16, dtype=x.dtype)
+        return features @ torch.linalg.inv(gram)
+
+
+def breaks_in_bf16() -> nn.Module:
+    torch.manual_seed(0)
+    return Inverts().eval()
+
+
+def features() -> torch.Tensor:
+    return torch.randn(32, 16, generator=torch.Generator().manual_seed(0))
+
+
+class Tagger(nn.Module):
+    """A GRU tagger returning a dict: logits, and the tags as integers (argmax), which must match exactly."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(100, 32)
+        self.gru = nn.GRU(32, 32, batch_first=True)
+        self.head = nn.Linear(32, 5)
+
+    def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> dict[str, torch.Tensor]:
+        packed = nn.utils.rnn.pack_padded_sequence(self.embed(tokens), lengths, batch_first=True, enforce_sorted=False)
+        hidden, _ = self.gru(packed)
+        padded, _ = nn.utils.rnn.pad_packed_sequence(hidden, batch_first=True)
+        logits = self.head(padded[:, -1])
+        return {"logits": logits, "tags": logits.argmax(-1)}
+
+
+def tagger(device: torch.device) -> nn.Module:
+    torch.manual_seed(0)
+    return Tagger().to(device).eval()
+
+
+def sentences() -> tuple[torch.Tensor, torch.Tensor]:
+    generator = torch.Generator().manual_seed(0)
+    return torch.randint(0, 100, (8, 12), generator=generator), torch.tensor([12, 11, 10, 9, 12, 8, 7, 12])
+
+
+def in_training_mode() -> nn.Module:
+    return nn.Sequential(nn.Linear(16, 16), nn.Dropout(0.5))
+
+
+class Samples(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + torch.randn_like(x)
+
+
+def samples() -> nn.Module:
+    return Samples().eval()
+
+
+def raises() -> nn.Module:
+    raise RuntimeError("weights file missing")
+
+
+def not_a_model() -> str:
+    return "resnet18"
+
+
+def not_a_batch() -> str:
+    return "an image"
+
+
+def wrong_width() -> torch.Tensor:
+    return torch.randn(4, 7)
+
+
+NOT_CALLABLE = 3

@@ -1,0 +1,149 @@
+"""`python -m optbench advise`: words from records, the recipe they choose, and the whole command on an example."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from optbench.accuracy import Close, ReducedPrecision
+from optbench.advice import Advice, advice_of, choose_recipe, technique_label
+from optbench.in_effect import InEffect
+from optbench.recipe import Recipe, load_recipe
+from optbench.record import AccuracySummary, Record, Variants, VerdictSummary
+from optbench.stats import Interval
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "examples"))
+import cnn_bn  # noqa: E402
+
+
+def record(technique, variant, speedup, accuracy_passed=True, in_effect=True, optimized="x"):
+    return Record(
+        case=f"smoke:benchmarks/test_{technique}.py::test_{technique}[{variant}-cnn]",
+        technique=technique,
+        variant=variant,
+        variants=Variants("reference", optimized),
+        profile="smoke",
+        device="cpu",
+        environment_key="cpu-test",
+        speedup=Interval(*speedup),
+        accuracy=AccuracySummary(accuracy_passed, True, []),
+        in_effect=[InEffect(variant, in_effect, "saw it")],
+        verdict=VerdictSummary("pass", [] if accuracy_passed else ["accuracy: cosine 0.5"], [], []),
+    )
+
+
+@pytest.mark.parametrize(
+    ("speedup", "accuracy_passed", "in_effect", "word"),
+    [
+        ((1.2, 1.1, 1.3), True, True, "use"),
+        ((0.99, 0.95, 1.03), True, True, "skip"),
+        ((0.8, 0.7, 0.9), True, True, "hurts"),
+        ((1.5, 1.4, 1.6), False, True, "breaks accuracy"),
+        ((1.5, 1.4, 1.6), True, False, "does not work"),
+    ],
+)
+def test_each_word_follows_from_the_record(speedup, accuracy_passed, in_effect, word):
+    assert advice_of(record("compile", "default", speedup, accuracy_passed, in_effect), "cnn").word == word
+
+
+def test_the_technique_label_drops_the_model_name():
+    assert technique_label("smoke:b/test_compile.py::test_compile[default-cnn]", "cnn") == "compile[default]"
+    assert technique_label("test_conv_precision[cnn]", "cnn") == "conv_precision"
+
+
+def test_the_recipe_takes_the_fastest_dtype_its_layout_the_compile_mode_and_the_autograd_mode():
+    advice = [
+        advice_of(record(technique, variant, speedup), "cnn")
+        for technique, variant, speedup in [
+            ("reduced_precision", "bf16", (1.3, 1.2, 1.4)),
+            ("reduced_precision", "fp16", (1.5, 1.4, 1.6)),
+            ("channels_last", "channels_last:fp16", (1.1, 1.05, 1.15)),
+            ("channels_last", "channels_last:bf16", (1.5, 1.4, 1.6)),
+            ("compile", "compile:default", (0.9, 0.8, 0.95)),
+            ("inference_mode", "grad->inference_mode", (1.05, 1.02, 1.08)),
+        ]
+    ]
+    recipe = choose_recipe(advice)
+    assert recipe == Recipe(dtype="fp16", channels_last=True, compile_mode=None, autograd="inference_mode")
+
+
+def test_fp32_precision_switches_are_taken_only_when_the_recipe_stays_in_fp32():
+    tf32 = record("tf32", "bf16", (1.2, 1.1, 1.3), optimized="oneDNN bf16")
+    assert choose_recipe([advice_of(tf32, "cnn")]).fp32_precision == (("mkldnn.matmul", "bf16"),)
+    bf16 = record("reduced_precision", "bf16", (1.3, 1.2, 1.4))
+    assert choose_recipe([advice_of(tf32, "cnn"), advice_of(bf16, "cnn")]).fp32_precision == ()
+    assert choose_recipe([Advice("compile[default]", "does not work", "raised")]) == Recipe()
+
+
+def write_recipe(tmp_path, recipe):
+    path = tmp_path / "cnn_recipe.py"
+    path.write_text(recipe.source("A test recipe.", "| table |"))
+    return load_recipe(str(path))
+
+
+def test_a_written_recipe_imports_applies_in_order_and_keeps_the_numbers(tmp_path):
+    recipe = write_recipe(tmp_path, Recipe(dtype="bf16", channels_last=True, autograd="inference_mode"))
+    plain, batch = cnn_bn.model(), cnn_bn.inputs(torch.device("cpu"))
+    applied = recipe.apply(cnn_bn.model())
+    conv = applied[0][0]
+    assert conv.weight.dtype == torch.bfloat16 and conv.weight.is_contiguous(memory_format=torch.channels_last)
+    output = recipe.run(applied, recipe.prepare(batch))
+    assert output.dtype == torch.bfloat16 and output.is_inference()
+    with torch.inference_mode():
+        reference = plain(batch)
+    assert ReducedPrecision()(reference, output).passed
+
+
+def test_a_recipe_s_precision_switches_hold_only_during_its_calls(tmp_path):
+    recipe = write_recipe(tmp_path, Recipe(fp32_precision=(("mkldnn.matmul", "bf16"),), compile_mode="default"))
+    seen = []
+    model = torch.nn.Linear(4, 4)
+    model.register_forward_pre_hook(lambda *_: seen.append(torch.backends.mkldnn.matmul.fp32_precision))
+    before = torch.backends.mkldnn.matmul.fp32_precision
+    recipe.run(recipe.apply(model), torch.randn(2, 4))
+    assert seen == ["bf16"] and torch.backends.mkldnn.matmul.fp32_precision == before
+
+
+def advise(*arguments, cwd):
+    environment = {**os.environ, "PYTHONPATH": str(ROOT)}
+    command = [sys.executable, "-m", "optbench", "advise", *arguments]
+    return subprocess.run(command, cwd=cwd, capture_output=True, text=True, check=False, env=environment)
+
+
+def test_advise_on_the_cnn_example_writes_a_table_a_recipe_and_measures_it_end_to_end(tmp_path):
+    example = ROOT / "examples" / "cnn_bn.py"
+    run = advise(
+        "--model", f"{example}:model", "--inputs", f"{example}:inputs", "--model-name", "cnn",
+        "--", "-k", "inference_mode or reduced_precision or channels_last", "--case-budget", "1",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    lines = run.stdout.splitlines()
+    assert "phase 1 [1/8] measuring" in run.stdout and "phase 1 [8/8]" in run.stdout
+    printed = lines[lines.index(next(line for line in lines if line.startswith("technique"))) :]
+    assert max(len(line) for line in printed) <= 120
+    page = (tmp_path / "optbench-advice" / "cnn.md").read_text()
+    recipe = load_recipe(str(tmp_path / "optbench-advice" / "cnn_recipe.py"))
+    headline = run.stdout[run.stdout.index("\nwrote ") :].split("\n", 2)[2]
+    assert "## End to end" in page and headline.startswith(("Recipe end to end", "Nothing was marked use"))
+    if recipe.DTYPE is None and not recipe.CHANNELS_LAST and recipe.AUTOGRAD is None:
+        assert headline.startswith("Nothing was marked use")
+        return
+    assert "phase 2 [1/1] recipe: passed" in run.stdout
+    output = recipe.run(recipe.apply(cnn_bn.model()), recipe.prepare(cnn_bn.inputs(torch.device("cpu"))))
+    with torch.inference_mode():
+        reference = cnn_bn.model()(cnn_bn.inputs(torch.device("cpu")))
+    comparison = ReducedPrecision() if recipe.DTYPE is not None else Close(rtol=1e-3, atol=1e-3)
+    assert comparison(reference, output).passed
+
+
+def test_advise_with_a_broken_spec_says_one_line_and_writes_nothing(tmp_path):
+    run = advise("--model", "examples/nothing.py:model", "--inputs", "examples/cnn_bn.py:inputs", cwd=tmp_path)
+    assert run.returncode == 2
+    assert run.stderr.strip().splitlines()[-1].startswith("error: --model")
+    assert "no such file" in run.stderr
+    assert not any((tmp_path / "optbench-advice").iterdir())

@@ -1,0 +1,152 @@
+"""--model/--inputs: the user's model loaded, checked and measured by the catalogue's own techniques."""
+
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import torch
+from transformers.modeling_outputs import BaseModelOutput
+
+from optbench.accuracy import Close, Leaves
+from optbench.own_model import SpecError, load_workload
+from optbench.record import read_records
+from optbench.runner import raised_by_harness
+
+ROOT = Path(__file__).resolve().parent.parent
+MODELS = "tests/own_models.py"
+CPU = torch.device("cpu")
+
+
+@pytest.mark.parametrize(
+    ("model", "inputs", "says"),
+    [
+        ("own_models", f"{MODELS}:features", "expected package.module:function or path/to/file.py:function"),
+        ("no_such_package.models:model", f"{MODELS}:features", "does not import: ModuleNotFoundError"),
+        ("tests/missing.py:model", f"{MODELS}:features", "no such file tests/missing.py"),
+        (f"{MODELS}:absent", f"{MODELS}:features", "names no function: tests/own_models.py has no attribute 'absent'"),
+        (f"{MODELS}:NOT_CALLABLE", f"{MODELS}:features", "NOT_CALLABLE is a int, not a function"),
+        (f"{MODELS}:not_a_model", f"{MODELS}:features", "returned a str: return a torch.nn.Module"),
+        (f"{MODELS}:breaks_in_bf16", f"{MODELS}:not_a_batch", "returned a str: return one batch"),
+        (f"{MODELS}:breaks_in_bf16", f"{MODELS}:wrong_width", "rejects --inputs 'tests/own_models.py:wrong_width'"),
+        (f"{MODELS}:in_training_mode", f"{MODELS}:features", "in training mode (dropout, batch-norm updates)"),
+        (f"{MODELS}:samples", f"{MODELS}:features", "different outputs for two identical calls"),
+        (f"{MODELS}:breaks_in_bf16", None, "needs --inputs SPEC"),
+    ],
+)
+def test_a_spec_that_cannot_be_measured_is_one_line_naming_it(model, inputs, says, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    with pytest.raises(SpecError) as error:
+        load_workload(model, inputs, None, CPU)
+    assert says in str(error.value)
+    assert "\n" not in str(error.value)
+
+
+def test_a_function_that_raises_shows_its_traceback_once_then_one_line(monkeypatch, capsys):
+    monkeypatch.chdir(ROOT)
+    with pytest.raises(SpecError, match=r"'tests/own_models.py:raises' raised RuntimeError: weights file missing"):
+        load_workload(f"{MODELS}:raises", f"{MODELS}:features", None, CPU)
+    assert capsys.readouterr().err.count("Traceback (most recent call last)") == 1
+
+
+def test_the_model_function_may_take_the_device_and_inputs_may_be_positional(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    workload = load_workload(f"{MODELS}:tagger", f"{MODELS}:sentences", "tagger-gru", CPU)
+    assert workload.name == "tagger-gru" and workload.own_model
+    assert workload.model() is not workload.model()  # each variant gets its own copy
+    assert not workload.convolves() and workload.multiplies_matrices()
+    # Token ids stay integers when the floating inputs are converted.
+    assert all(t.dtype == torch.long for t in workload.inputs_as(torch.bfloat16))
+
+
+@dataclass
+class Prediction:
+    scores: torch.Tensor
+    label: torch.Tensor
+
+
+def test_leaves_compares_integer_leaves_exactly_and_logits_by_top1():
+    logits = torch.tensor([[0.0, 1.0], [1.0, 0.0]])
+    same = Leaves(Close())(Prediction(logits, logits.argmax(-1)), Prediction(logits + 1e-6, logits.argmax(-1)))
+    assert same.passed
+    assert {check.metric for check in same.checks} == {"allclose_excess", "integer_leaves_differing", "top1_agreement"}
+    flipped = Leaves(Close(atol=10, rtol=0))(
+        Prediction(logits, torch.tensor([1, 0])), Prediction(logits.flip(1), torch.tensor([0, 1]))
+    )
+    assert [check.metric for check in flipped.failures] == ["integer_leaves_differing", "top1_agreement"]
+
+
+def test_leaves_reads_model_outputs_and_nested_dicts():
+    hidden = torch.randn(2, 3, 4)
+    output = BaseModelOutput(last_hidden_state=hidden)
+    assert Leaves(Close())(output, {"out": [hidden * 1.5]}).failures[0].metric == "allclose_excess"
+    assert Leaves(Close())(output, BaseModelOutput(last_hidden_state=hidden.clone())).passed
+
+
+def test_an_error_inside_optbench_is_not_blamed_on_the_model():
+    from optbench.workload import forward
+
+    with pytest.raises(RuntimeError) as in_torch:
+        torch.linalg.inv(torch.zeros(2, 2, dtype=torch.bfloat16))
+    with pytest.raises(TypeError) as in_optbench:
+        forward(lambda: None, torch.zeros(1))  # a call optbench gets wrong
+    assert not raised_by_harness(in_torch.value)
+    assert raised_by_harness(in_optbench.value)
+
+
+def catalogue(*arguments, results):
+    command = [sys.executable, "-m", "pytest", "benchmarks", "-p", "no:cacheprovider", "-rs", "-q"]
+    command += ["--results-dir", str(results), *arguments]
+    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
+
+
+def test_a_model_that_cannot_run_stops_the_run_before_anything_is_written(tmp_path):
+    results = tmp_path / "results"
+    run = catalogue("--model", f"{MODELS}:samples", "--inputs", f"{MODELS}:features", results=results)
+    assert run.returncode == 4
+    errors = [line for line in run.stderr.splitlines() if line.startswith("ERROR:")]
+    assert len(errors) == 1 and "different outputs for two identical calls" in errors[0]
+    assert not results.exists()
+
+
+def test_a_technique_that_breaks_the_model_is_that_case_s_outcome_and_the_run_goes_on(tmp_path):
+    results = tmp_path / "results"
+    run = catalogue(
+        "--model",
+        f"{MODELS}:breaks_in_bf16",
+        "--inputs",
+        f"{MODELS}:features",
+        "-k",
+        "reduced_precision or grad-vs-no_grad or channels_last",
+        "--case-budget",
+        "1",
+        results=results,
+    )
+    assert run.returncode == 0, run.stdout[-3000:]
+    assert "does not work on this model: RuntimeError during first calls (compilation)" in run.stdout
+    assert "channels_last does not apply to breaks_in_bf16: it runs no convolution" in run.stdout
+    (record,) = read_records(results)
+    assert record.case.endswith("test_inference_mode[grad-vs-no_grad-breaks_in_bf16]")
+    assert record.verdict.status == "pass"
+
+
+def test_a_recurrent_model_with_dict_outputs_runs_through_compile_and_conversion(tmp_path):
+    results = tmp_path / "results"
+    run = catalogue(
+        "--model",
+        f"{MODELS}:tagger",
+        "--inputs",
+        f"{MODELS}:sentences",
+        "-k",
+        "compile and default or bf16",
+        "--case-budget",
+        "1",
+        results=results,
+    )
+    records = {record.variant: record for record in read_records(results)}
+    assert run.returncode == 0, run.stdout[-3000:]
+    assert records["bf16"].accuracy.passed
+    compiled = records["compile:default"]
+    assert compiled.compile is not None and compiled.compile.graphs >= 1
+    assert any(check.metric == "integer_leaves_differing" for check in compiled.accuracy.checks)
