@@ -162,45 +162,34 @@ class Fp32Precision:
         return SettingInside(*self.change(value), f"{self.backend} fp32_precision", model, side)
 
 
+def _tf32(backend: str, owner: Any, kernels: str) -> Fp32Precision:
+    return Fp32Precision(backend, owner, "tf32", TENSOR_CORES, TF32_MAX_RELATIVE_RMSE, (AMPERE,), kernels)
+
+
+def _onednn_bf16(owner: Any, kernels: str) -> Fp32Precision:
+    """oneDNN computing fp32 in bf16, which needs native bf16: without it oneDNN silently keeps fp32."""
+    return Fp32Precision(
+        "oneDNN", owner, "bf16", Requires(dtype=torch.bfloat16), BF16_MAX_RELATIVE_RMSE, (AMX,), kernels
+    )
+
+
 def matmul_precision(level: str, device: torch.device) -> Fp32Precision:
     """What `set_float32_matmul_precision(level)` changes for fp32 matmuls on `device`: highest = ieee
     everywhere, high = tf32 in cuBLAS and oneDNN, medium = tf32 in cuBLAS and bf16 in oneDNN."""
     if device.type == "cuda":
         if level == "medium":
             pytest.skip("on CUDA 'medium' sets the same cuBLAS TF32 mode as 'high': cuBLAS has no bf16 mode for fp32")
-        return Fp32Precision(
-            "cuBLAS", torch.backends.cuda.matmul, "tf32", TENSOR_CORES, TF32_MAX_RELATIVE_RMSE, (AMPERE,), "matmul"
-        )
+        return _tf32("cuBLAS", torch.backends.cuda.matmul, "matmul")
     if level == "high":
-        return Fp32Precision(
-            "oneDNN", torch.backends.mkldnn.matmul, "tf32", TENSOR_CORES, TF32_MAX_RELATIVE_RMSE, (AMPERE,), "matmul"
-        )
-    return Fp32Precision(
-        "oneDNN",
-        torch.backends.mkldnn.matmul,
-        "bf16",
-        Requires(dtype=torch.bfloat16),
-        BF16_MAX_RELATIVE_RMSE,
-        (AMX,),
-        "matmul",
-    )
+        return _tf32("oneDNN", torch.backends.mkldnn.matmul, "matmul")
+    return _onednn_bf16(torch.backends.mkldnn.matmul, "matmul")
 
 
 def conv_precision(device: torch.device) -> Fp32Precision:
-    """fp32 convolutions in TF32 (cuDNN) or bf16 (oneDNN, which silently keeps fp32 without native bf16)."""
+    """fp32 convolutions in TF32 (cuDNN) or bf16 (oneDNN)."""
     if device.type == "cuda":
-        return Fp32Precision(
-            "cuDNN", torch.backends.cudnn.conv, "tf32", TENSOR_CORES, TF32_MAX_RELATIVE_RMSE, (AMPERE,), "convolution"
-        )
-    return Fp32Precision(
-        "oneDNN",
-        torch.backends.mkldnn.conv,
-        "bf16",
-        Requires(dtype=torch.bfloat16),
-        BF16_MAX_RELATIVE_RMSE,
-        (AMX,),
-        "convolution",
-    )
+        return _tf32("cuDNN", torch.backends.cudnn.conv, "convolution")
+    return _onednn_bf16(torch.backends.mkldnn.conv, "convolution")
 
 
 def fp32_precision(workload: InferenceWorkload, precision: Fp32Precision, floor: float) -> Case:
