@@ -117,7 +117,8 @@ def choose_recipe(advice: Sequence[Advice]) -> Recipe:
         return max(candidates)[1] if candidates else None
 
     dtype = fastest("reduced_precision", ("bf16", "fp16"))
-    mode = fastest("compile", ("default", "reduce-overhead", "max-autotune"))
+    compiled = fastest("compile", ("compile:default", "compile:reduce-overhead", "compile:max-autotune"))
+    mode = compiled.removeprefix("compile:") if compiled else None
     autograd = "inference_mode" if ("inference_mode", "grad->inference_mode") in used else None
     if autograd is None and ("inference_mode", "grad->no_grad") in used:
         autograd = "no_grad"

@@ -63,12 +63,14 @@ def test_the_recipe_takes_the_fastest_dtype_its_layout_the_compile_mode_and_the_
             ("reduced_precision", "fp16", (1.5, 1.4, 1.6)),
             ("channels_last", "channels_last:fp16", (1.1, 1.05, 1.15)),
             ("channels_last", "channels_last:bf16", (1.5, 1.4, 1.6)),
-            ("compile", "compile:default", (0.9, 0.8, 0.95)),
+            ("compile", "compile:default", (1.2, 1.1, 1.3)),
+            ("compile", "compile:max-autotune", (1.3, 1.2, 1.4)),
+            ("compile", "compile:reduce-overhead", (1.5, 0.8, 2.0)),  # not "use": its interval reaches below 1
             ("inference_mode", "grad->inference_mode", (1.05, 1.02, 1.08)),
         ]
     ]
     recipe = choose_recipe(advice)
-    assert recipe == Recipe(dtype="fp16", channels_last=True, compile_mode=None, autograd="inference_mode")
+    assert recipe == Recipe(dtype="fp16", channels_last=True, compile_mode="max-autotune", autograd="inference_mode")
 
 
 def test_fp32_precision_switches_are_taken_only_when_the_recipe_stays_in_fp32():
