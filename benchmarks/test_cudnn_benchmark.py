@@ -61,11 +61,12 @@ def non_square(side: int, index: int) -> tuple[int, int]:
 
 
 @pytest.fixture
-def resnets(workload) -> tuple[nn.Module, nn.Module]:
+def resnets(workload, device, profile) -> tuple[nn.Module, nn.Module]:
     """The workload's ResNet and its transpose."""
     if workload.own_model:
         pytest.skip(
-            f"cudnn.benchmark is not measured on {workload.name}: its two sides need input shapes of their own, "
+            CUDA.unmet(device, profile.name)
+            or f"cudnn.benchmark is not measured on {workload.name}: its two sides need input shapes of their own, "
             "which only a model that computes the same function on transposed images (the built-in ResNet) allows"
         )
     return workload.model(), transposed(workload.model())

@@ -15,11 +15,13 @@ import textwrap
 from pathlib import Path
 
 from .advice import (
+    ORDER_CHECK,
     advice_of,
     advice_page,
     advice_table,
     choose_recipe,
     end_to_end_text,
+    order_note,
     reasons,
     recipe_header,
     run_cases,
@@ -299,22 +301,25 @@ def _advise(arguments: argparse.Namespace) -> int:
         if run.usage_error is not None:
             print(f"error: {run.usage_error}", file=sys.stderr)
             return 2
-        advice = [advice_of(record, name) for record in run.records] + run.broken
+        measured = [record for record in run.records if record.variant != ORDER_CHECK]
+        notes = [order_note(record) for record in run.records if record.variant == ORDER_CHECK]
+        advice = [advice_of(record, name) for record in measured] + run.broken
         chosen = choose_recipe(advice)
         advice_file, recipe_file = arguments.output / f"{name}.md", arguments.output / f"{name}_recipe.py"
-        page = advice_page(name, advice, run.unmeasured, chosen, " ".join(["python -m optbench advise", *sys.argv[2:]]))
+        command = " ".join(["python -m optbench advise", *sys.argv[2:]])
+        page = advice_page(name, advice, run.unmeasured, notes, chosen, command)
         write_atomically(recipe_file, chosen.source(recipe_header(name, chosen), page))
         if chosen.techniques:
             print("advise, phase 2 of 2: the recipe end to end", flush=True)
             recipe_options = [*options, "--recipe", str(recipe_file.resolve()), "-k", "test_recipe"]
-            measured = run_cases(root, recipe_options, Path(scratch) / "recipe", name, "phase 2").records
-            headline = end_to_end_text(measured[0] if measured else None, chosen)
+            recipe_runs = run_cases(root, recipe_options, Path(scratch) / "recipe", name, "phase 2").records
+            headline = end_to_end_text(recipe_runs[0] if recipe_runs else None, chosen)
         else:
             headline = end_to_end_text(None, chosen)
     page += f"\n## End to end\n\n{headline}\n"
     write_atomically(advice_file, page)
     print(advice_table(advice))
-    for line in reasons(advice, run.unmeasured):
+    for line in [*reasons(advice, run.unmeasured), *notes]:
         print(textwrap.fill(line, TERMINAL_WIDTH, initial_indent="  ", subsequent_indent="    "))
     print(f"\nwrote {advice_file} and {recipe_file}")
     print(textwrap.fill(headline, TERMINAL_WIDTH, subsequent_indent="  "))

@@ -19,6 +19,7 @@ import datetime
 import re
 import subprocess
 import sys
+import textwrap
 import time
 import xml.etree.ElementTree as ElementTree
 from collections.abc import Sequence
@@ -49,7 +50,8 @@ class Advice:
     def speedup(self) -> Interval | None:
         return self.record.speedup if self.record else None
 
-    def row(self) -> list[str]:
+    def row(self, metric: bool = False) -> list[str]:
+        """The table row; with `metric`, the accuracy cell names its check (the page has the width for it)."""
         record = self.record
         speedup = self.speedup
         accuracy = record.accuracy if record else None
@@ -60,7 +62,9 @@ class Advice:
         return [
             self.technique,
             f"{speedup.point:.2f}x [{speedup.low:.2f}, {speedup.high:.2f}]" if speedup else "-",
-            f"{headline.value:.2g} ({sign}{headline.limit:.2g})" if headline else "-",
+            f"{f'{headline.metric} ' if metric else ''}{headline.value:.2g} ({sign}{headline.limit:.2g})"
+            if headline
+            else "-",
             f"{memory.optimized_bytes / memory.reference_bytes:.2f}x"
             if memory and memory.reference_bytes and memory.optimized_bytes is not None
             else "-",
@@ -73,6 +77,25 @@ def technique_label(case: str, model_name: str) -> str:
     """`smoke:benchmarks/test_compile.py::test_compile[default-cnn]` -> `compile[default]`."""
     label = case_label(case).removeprefix("test_")
     return re.sub(rf"-?{re.escape(model_name)}\]$", "]", label).replace("[]", "")
+
+
+ORDER_CHECK = "convert-after-compile"
+"""The variant of seed 004's order check: its optimized side is the wrong order, so it gets no word of advice."""
+
+
+def order_note(record: Record) -> str:
+    """What seed 004's order check found: does converting the model after compiling it cost anything here?"""
+    speedup = record.speedup
+    if speedup is None:
+        return "order (convert, then compile): not timed"
+    measured = (
+        f"compile, run, convert vs convert, compile: {speedup.point:.2f}x [{speedup.low:.2f}, {speedup.high:.2f}]"
+    )
+    if speedup.high < 1:
+        return f"order: convert before compile, as the recipe does ({measured})"
+    if speedup.low > 1:
+        return f"order: the wrong order was faster here ({measured}); the recipe keeps seed 004's order"
+    return f"order: no difference here ({measured}); the recipe keeps seed 004's order"
 
 
 def advice_of(record: Record, model_name: str) -> Advice:
@@ -146,14 +169,19 @@ def _fp32_precision(record: Record) -> tuple[str, str]:
 
 
 def advice_table(advice: Sequence[Advice], markdown: bool = False) -> str:
-    rows = [a.row() for a in advice]
+    """The advice as a table: in markdown with each accuracy figure's check named, as text within 120 columns."""
+    rows = [a.row(metric=markdown) for a in advice]
     return markdown_table(rows, HEADERS) if markdown else text_table(rows, HEADERS)
 
 
 def reasons(advice: Sequence[Advice], unmeasured: Sequence[tuple[str, str]]) -> list[str]:
-    """One line per technique that needs saying why: does not work, breaks accuracy, not measured here."""
+    """One line per reason to say: does not work, breaks accuracy, not measured here (techniques that share a
+    reason on one line)."""
     lines = [f"{a.technique}: {a.word}: {a.reason}" for a in advice if a.reason]
-    return lines + [f"{technique}: not measured here: {why}" for technique, why in unmeasured]
+    sharing: dict[str, list[str]] = {}
+    for technique, why in unmeasured:
+        sharing.setdefault(why, []).append(technique)
+    return lines + [f"{', '.join(techniques)}: not measured here: {why}" for why, techniques in sharing.items()]
 
 
 @dataclass
@@ -214,18 +242,25 @@ def run_cases(root: Path, arguments: Sequence[str], results: Path, model_name: s
 
 def recipe_header(name: str, recipe: Recipe) -> str:
     applied = ", ".join(recipe.techniques) or "nothing: no technique was measured to pay, so this is the plain model"
-    return (
+    paragraphs = [
         f"optbench recipe for {name}, written by `python -m optbench advise` ({datetime.date.today()}, torch "
-        f"{torch.__version__}).\n\nApplies, in seed 004's order (dtype and memory format before torch.compile): "
-        f"{applied}.\nUse: `model = apply(model)`, then `run(model, prepare(batch))`. MEASURED at the end holds "
-        "the numbers this was chosen from."
-    )
+        f"{torch.__version__}).",
+        f"Applies, in seed 004's order (dtype and memory format before torch.compile): {applied}.",
+        "Use: `model = apply(model)`, then `run(model, prepare(batch))`. MEASURED at the end holds the numbers this "
+        "was chosen from.",
+    ]
+    return "\n\n".join(textwrap.fill(paragraph, 100) for paragraph in paragraphs)
 
 
 def advice_page(
-    name: str, advice: Sequence[Advice], unmeasured: Sequence[tuple[str, str]], recipe: Recipe, command: str
+    name: str,
+    advice: Sequence[Advice],
+    unmeasured: Sequence[tuple[str, str]],
+    notes: Sequence[str],
+    recipe: Recipe,
+    command: str,
 ) -> str:
-    """NAME.md: where it ran, the table, the reasons, and what the recipe applies."""
+    """NAME.md: where it ran, the table, the reasons and `notes`, and what the recipe applies."""
     environments = sorted({a.record.environment_key for a in advice if a.record})
     lines = [
         f"# {name}: which techniques pay",
@@ -235,7 +270,7 @@ def advice_page(
         "",
         advice_table(advice, markdown=True),
         "",
-        *(f"- {line}" for line in reasons(advice, unmeasured)),
+        *(f"- {line}" for line in [*reasons(advice, unmeasured), *notes]),
         "",
         f"Recipe ({name}_recipe.py): {', '.join(recipe.techniques) or 'the plain model (nothing pays)'}.",
     ]

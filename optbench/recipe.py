@@ -59,6 +59,8 @@ TEMPLATE = '''"""{docstring}
 """
 
 import contextlib
+from collections.abc import Iterator
+from typing import Any
 
 import torch
 from torch.utils._pytree import tree_map
@@ -82,11 +84,11 @@ def apply(model: torch.nn.Module) -> torch.nn.Module:
     return model
 
 
-def prepare(batch):
+def prepare(batch: Any) -> Any:
     """One batch (tensor, tuple/list or dict) as the recipe's model takes it: floating tensors in DTYPE, 4-d ones
     in channels_last. Integer tensors (token ids, masks) are left as they are."""
 
-    def convert(leaf):
+    def convert(leaf: Any) -> Any:
         if not isinstance(leaf, torch.Tensor):
             return leaf
         if DTYPE is not None and leaf.is_floating_point():
@@ -98,7 +100,7 @@ def prepare(batch):
     return tree_map(convert, batch)
 
 
-def _backend(path):
+def _backend(path: str) -> Any:
     owner = torch.backends
     for name in path.split("."):
         owner = getattr(owner, name)
@@ -106,7 +108,7 @@ def _backend(path):
 
 
 @contextlib.contextmanager
-def settings():
+def settings() -> Iterator[None]:
     """The recipe's process-wide switches, set for the duration of a call."""
     saved = {{path: _backend(path).fp32_precision for path in FP32_PRECISION}}
     try:
@@ -118,7 +120,7 @@ def settings():
             _backend(path).fp32_precision = value
 
 
-def run(model, batch):
+def run(model: torch.nn.Module, batch: Any) -> Any:
     """One forward of an `apply`-ed model on a `prepare`-d batch, under the recipe's settings."""
     autograd = {{"inference_mode": torch.inference_mode, "no_grad": torch.no_grad}}.get(AUTOGRAD)
     with settings(), autograd() if autograd else contextlib.nullcontext():
