@@ -53,8 +53,8 @@ DETERMINISTIC_CUBLAS = ":4096:8"
 
 _SESSION = pytest.StashKey["OptbenchSession"]()
 _DEFAULTS = pytest.StashKey[dict[str, Any]]()
-_REQUIRED = object()
 """Where optbench was started by a test (`activate`): the values of its options, which were never registered."""
+_REQUIRED = object()
 _FAILURE = pytest.StashKey[BaseException]()
 """A failed case's error, from its report until its teardown."""
 
