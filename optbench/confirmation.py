@@ -64,7 +64,7 @@ def absolute_spec(spec: str) -> str:
     where, colon, name = spec.rpartition(":")
     if not colon:
         return str(Path(spec).resolve()) if spec.endswith(".py") else spec
-    if colon and (where.endswith(".py") or "/" in where):
+    if where.endswith(".py") or "/" in where:
         return f"{Path(where).resolve()}:{name}"
     return spec
 

@@ -100,7 +100,8 @@ def prepare(batch: Any) -> Any:
     return tree_map(convert, batch)
 
 
-def _backend(path: str) -> Any:
+def backend(path: str) -> Any:
+    """The `torch.backends` object at `path`, e.g. \"mkldnn.matmul\"."""
     owner = torch.backends
     for name in path.split("."):
         owner = getattr(owner, name)
@@ -110,14 +111,14 @@ def _backend(path: str) -> Any:
 @contextlib.contextmanager
 def settings() -> Iterator[None]:
     """The recipe's process-wide switches, set for the duration of a call."""
-    saved = {{path: _backend(path).fp32_precision for path in FP32_PRECISION}}
+    saved = {{path: backend(path).fp32_precision for path in FP32_PRECISION}}
     try:
         for path, value in FP32_PRECISION.items():
-            _backend(path).fp32_precision = value
+            backend(path).fp32_precision = value
         yield
     finally:
         for path, value in saved.items():
-            _backend(path).fp32_precision = value
+            backend(path).fp32_precision = value
 
 
 def run(model: torch.nn.Module, batch: Any) -> Any:

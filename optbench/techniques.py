@@ -348,6 +348,13 @@ def recipe(workload: InferenceWorkload, recipe: ModuleType) -> Case:
     else:
         accuracy = REORDERED
     converted = (Converted(dtype, model), ChangesNumbers(dtype_name(dtype))) if dtype is not None else ()
+    autograd = (AutogradMode("grad", side="reference"), AutogradMode(recipe.AUTOGRAD)) if recipe.AUTOGRAD else ()
+    # Read where the kernels read them; a compiled forward evaluates its hooks once, at tracing, so only eager.
+    switches = tuple(
+        SettingInside(recipe.backend(path), "fp32_precision", value, f"{path} fp32_precision", model)
+        for path, value in recipe.FP32_PRECISION.items()
+        if recipe.COMPILE_MODE is None
+    )
     return workload.case(
         plain_forward,
         optimized,
@@ -360,5 +367,5 @@ def recipe(workload: InferenceWorkload, recipe: ModuleType) -> Case:
         names=("plain fp32", "recipe"),
         variant="recipe",
         expect_compiled=recipe.COMPILE_MODE is not None,
-        in_effect=(*converted, *((ChannelsLast(),) if recipe.CHANNELS_LAST else ())),
+        in_effect=(*converted, *((ChannelsLast(),) if recipe.CHANNELS_LAST else ()), *autograd, *switches),
     )

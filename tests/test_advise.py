@@ -1,5 +1,6 @@
 """`python -m optbench advise`: words from records, the recipe they choose, and the whole command on an example."""
 
+import copy
 import os
 import re
 import subprocess
@@ -159,3 +160,17 @@ def test_advise_with_a_broken_spec_says_one_line_and_writes_nothing(tmp_path):
 )
 def test_the_order_check_is_a_note_not_advice(speedup, says):
     assert says in order_note(record("load_model_stack", "convert-after-compile", speedup))
+
+
+def test_the_recipe_case_proves_its_autograd_mode_and_switches_are_in_effect(tmp_path):
+    from optbench.techniques import recipe as recipe_case
+    from optbench.workload import InferenceWorkload
+
+    recipe = write_recipe(tmp_path, Recipe(autograd="inference_mode", fp32_precision=(("mkldnn.matmul", "bf16"),)))
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8)).eval()
+    case = recipe_case(InferenceWorkload("mlp", lambda: copy.deepcopy(model), torch.randn(4, 8)), recipe)
+    assert all(observer(case).in_effect for observer in case.in_effect)
+    # Planted no-ops: the recipe's run forgets its autograd mode and its switches.
+    recipe.run = lambda model, batch: model(batch)
+    seen = [observer(case) for observer in case.in_effect]
+    assert [s.technique for s in seen if not s.in_effect] == ["inference_mode", "mkldnn.matmul fp32_precision"]
