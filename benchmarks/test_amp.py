@@ -12,9 +12,9 @@ from dataclasses import replace
 import pytest
 import torch
 
-from fixtures.training import MIXED_PRECISION, OFF
 from optbench import Requires
 from optbench.hardware import AMPERE, AMX, VOLTA, dtype_name
+from optbench.training import MIXED_PRECISION, OFF
 
 DTYPES = {
     torch.float16: Requires(cuda=True, min_capability=(7, 0), why="fp16 autocast with a GradScaler on tensor cores"),
@@ -23,14 +23,14 @@ DTYPES = {
 PAYS_ON = {torch.float16: (VOLTA,), torch.bfloat16: (AMPERE, AMX)}
 
 
-@pytest.mark.parametrize("training", ["resnet"], indirect=True)
+@pytest.mark.trainings("resnet")
 @pytest.mark.parametrize("dtype", list(DTYPES), ids=dtype_name)
 def test_amp(optbench, training, dtype):
     optbench.run(
         training.case(
             replace(OFF, autocast=dtype),
             accuracy=MIXED_PRECISION,
-            floor=1.2,
+            floor=training.floor(lambda: 1.2),
             floor_applies_on=PAYS_ON[dtype],
             requires=DTYPES[dtype],
             names=("fp32", f"autocast:{dtype_name(dtype)}"),

@@ -10,16 +10,16 @@ from dataclasses import replace
 
 import pytest
 
-from fixtures.training import OFF, REORDERED_FP32
+from optbench.training import OFF, REORDERED_FP32
 
 
-@pytest.mark.parametrize("training", ["resnet"], indirect=True)
+@pytest.mark.trainings("resnet")
 def test_channels_last_training(optbench, training):
     optbench.run(
         training.case(
             replace(OFF, channels_last=True),
             accuracy=REORDERED_FP32,
-            floor=0.75,
+            floor=training.floor(lambda: 0.75),
             names=("contiguous", "channels_last"),
             variant="channels_last",
         )

@@ -12,11 +12,11 @@ from dataclasses import replace
 
 import pytest
 
-from fixtures.training import OFF, REORDERED_FP32
 from optbench import Requires
+from optbench.training import OFF, REORDERED_FP32
 
 # max-autotune without the CUDA graphs it otherwise adds: their replays overwrite the losses and gradients a
-# training step keeps (fixtures.training.refuse_cuda_graphs).
+# training step keeps (optbench.training.refuse_cuda_graphs).
 MODES = {
     "default": Requires(),
     "max-autotune-no-cudagraphs": Requires(
@@ -27,14 +27,14 @@ MODES = {
 FLOORS = {"ln-mlp": 1.0, "resnet": 0.7}
 
 
-@pytest.mark.parametrize("training", list(FLOORS), indirect=True)
+@pytest.mark.trainings(*FLOORS)
 @pytest.mark.parametrize("mode", list(MODES))
 def test_compile_training(optbench, training, mode):
     optbench.run(
         training.case(
             replace(OFF, compile_mode=mode),
             accuracy=REORDERED_FP32,
-            floor=FLOORS[training.name],
+            floor=training.floor(lambda: FLOORS[training.name]),
             requires=MODES[mode],
             names=("eager", f"compile:{mode}"),
             variant=f"compile:{mode}",

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from fixtures.training import Tricks
 from optbench import Requires
 from optbench.accuracy import TrainingAgreement
+from optbench.training import Tricks
 
 CUDA = Requires(cuda=True, why="pinned host memory only speeds host-to-GPU copies (PyTorch ignores it on CPU)")
 # (optimized tricks, floor): pinning without asynchronous copies is expected to give little.
@@ -22,7 +22,7 @@ VARIANTS = {
 }
 
 
-@pytest.mark.parametrize("training", ["resnet"], indirect=True)
+@pytest.mark.trainings("resnet")
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_pin_memory(optbench, training, variant):
     tricks, floor = VARIANTS[variant]
@@ -30,7 +30,7 @@ def test_pin_memory(optbench, training, variant):
         training.case(
             tricks,
             accuracy=TrainingAgreement(loss_tolerance=0),
-            floor=floor,
+            floor=training.floor(lambda: floor),
             requires=CUDA,
             names=("pageable", variant),
             variant=variant,

@@ -11,21 +11,21 @@ from __future__ import annotations
 
 import pytest
 
-from fixtures.training import MIXED_PRECISION, OFF, REORDERED_FP32, stack
+from optbench.training import MIXED_PRECISION, OFF, REORDERED_FP32, stack
 
 # The seed's GPU effects (AMP ~1.7x, compile ~1.05x) compound past 1.3x; a CPU gets compile's effect alone.
 CPU_FLOORS = {"ln-mlp": 1.0, "resnet": 0.7}
 GPU_FLOOR = 1.3
 
 
-@pytest.mark.parametrize("training", list(CPU_FLOORS), indirect=True)
+@pytest.mark.trainings(*CPU_FLOORS)
 def test_training_stack(optbench, training, device):
-    tricks = stack(device)
+    tricks = stack(training)
     optbench.run(
         training.case(
             tricks,
             accuracy=MIXED_PRECISION if tricks.autocast else REORDERED_FP32,
-            floor=GPU_FLOOR if device.type == "cuda" else CPU_FLOORS[training.name],
+            floor=training.floor(lambda: GPU_FLOOR if device.type == "cuda" else CPU_FLOORS[training.name]),
             names=(OFF.label, tricks.label),
             variant=tricks.label,
         )

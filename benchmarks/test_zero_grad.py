@@ -14,19 +14,19 @@ from dataclasses import replace
 
 import pytest
 
-from fixtures.training import OFF
 from optbench.accuracy import TrainingAgreement
+from optbench.training import OFF
 
 FLOORS = {"wide-mlp": 1.05, "resnet": 0.9}
 
 
-@pytest.mark.parametrize("training", list(FLOORS), indirect=True)
+@pytest.mark.trainings(*FLOORS)
 def test_zero_grad(optbench, training):
     optbench.run(
         training.case(
             replace(OFF, set_to_none=True),
             accuracy=TrainingAgreement(loss_tolerance=0),
-            floor=FLOORS[training.name],
+            floor=training.floor(lambda: FLOORS[training.name]),
             names=("set_to_none=False", "set_to_none=True"),
             variant="set_to_none",
         )

@@ -9,10 +9,12 @@ if TYPE_CHECKING:
     from .accuracy import Close, Exact, ReducedPrecision
     from .case import Case
     from .hardware import Requires
+    from .training import TrainingSetup
 
-__all__ = ["Case", "Close", "Exact", "ReducedPrecision", "Requires"]
+__all__ = ["Case", "Close", "Exact", "ReducedPrecision", "Requires", "TrainingSetup"]
 _HOMES = {"Case": ".case", "Close": ".accuracy", "Exact": ".accuracy", "ReducedPrecision": ".accuracy"}
 _HOMES["Requires"] = ".hardware"
+_HOMES["TrainingSetup"] = ".training"
 
 
 def __getattr__(name: str) -> Any:

@@ -36,7 +36,7 @@ from .drift import Drift, drift_markdown
 from .history import HistoryError, Night, add_run, history_table, read_history, series
 from .order import OrderCheckError, check_order, collect, order_markdown, timed_records
 from .outputs import OutputError, writable_folder
-from .record import read_records
+from .record import Record, read_records
 from .runs import RunFileError, load_run
 from .torch_pair import PairError, check_pair
 
@@ -104,8 +104,9 @@ def main(argv: list[str] | None = None) -> int:
     advise = commands.add_parser(
         "advise", help="measure every technique on your model and write the recipe of those that pay"
     )
-    advise.add_argument("--model", required=True, metavar="SPEC", help="package.module:function or file.py:function")
-    advise.add_argument("--inputs", required=True, metavar="SPEC", help="a function returning one batch for it")
+    advise.add_argument("--model", metavar="SPEC", help="package.module:function or file.py:function")
+    advise.add_argument("--inputs", metavar="SPEC", help="a function returning one batch for it")
+    advise.add_argument("--train", metavar="SPEC", help="a function returning an optbench.TrainingSetup")
     advise.add_argument("--model-name", default=None, help="name in ids and files (default: the function's name)")
     advise.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: cuda if torch sees a GPU)")
     advise.add_argument("--profile", default=None, help="smoke or standard (default: smoke on CPU)")
@@ -288,9 +289,14 @@ def _advise(arguments: argparse.Namespace) -> int:
             f"error: {root / 'benchmarks'}: no catalogue there; run advise from an optbench checkout", file=sys.stderr
         )
         return 2
-    name = arguments.model_name or arguments.model.rpartition(":")[2]
-    options = ["--model", absolute_spec(arguments.model), "--inputs", absolute_spec(arguments.inputs)]
-    options += ["--model-name", name]
+    if arguments.model is None and arguments.train is None:
+        print("error: advise needs --model SPEC --inputs SPEC, --train SPEC, or both", file=sys.stderr)
+        return 2
+    name = arguments.model_name or (arguments.model or arguments.train).rpartition(":")[2]
+    options = ["--model-name", name]
+    for option in ("model", "inputs", "train"):
+        if getattr(arguments, option):
+            options += [f"--{option}", absolute_spec(getattr(arguments, option))]
     for option in ("device", "profile"):
         if getattr(arguments, option):
             options += [f"--{option}", getattr(arguments, option)]
@@ -304,25 +310,36 @@ def _advise(arguments: argparse.Namespace) -> int:
         measured = [record for record in run.records if record.variant != ORDER_CHECK]
         notes = [order_note(record) for record in run.records if record.variant == ORDER_CHECK]
         advice = [advice_of(record, name) for record in measured] + run.broken
-        chosen = choose_recipe(advice)
+        chosen = choose_recipe(advice, training=arguments.train is not None)
         advice_file, recipe_file = arguments.output / f"{name}.md", arguments.output / f"{name}_recipe.py"
         command = " ".join(["python -m optbench advise", *sys.argv[2:]])
         page = advice_page(name, advice, run.unmeasured, notes, chosen, command)
         write_atomically(recipe_file, chosen.source(recipe_header(name, chosen), page))
-        if chosen.techniques:
+        ends = {  # the recipe's cases in benchmarks/test_recipe.py: what each says, and what it applies
+            test: (what, techniques)
+            for test, what, techniques, given in (
+                ("test_recipe", "Recipe", chosen.techniques, arguments.model),
+                ("test_training_recipe", "Training recipe", chosen.training_techniques, arguments.train),
+            )
+            if given
+        }
+        measured_ends: dict[str, Record] = {}
+        if any(techniques for _, techniques in ends.values()):
             print("advise, phase 2 of 2: the recipe end to end", flush=True)
-            recipe_options = [*options, "--recipe", str(recipe_file.resolve()), "-k", "test_recipe"]
+            recipe_options = [*options, "--recipe", str(recipe_file.resolve()), "-k", "test_recipe.py"]
             recipe_runs = run_cases(root, recipe_options, Path(scratch) / "recipe", name, "phase 2").records
-            headline = end_to_end_text(recipe_runs[0] if recipe_runs else None, chosen)
-        else:
-            headline = end_to_end_text(None, chosen)
-    page += f"\n## End to end\n\n{headline}\n"
+            measured_ends = {record.case.rpartition("::")[2].partition("[")[0]: record for record in recipe_runs}
+        headlines = [
+            end_to_end_text(measured_ends.get(test), techniques, what) for test, (what, techniques) in ends.items()
+        ]
+    page += "\n## End to end\n\n" + "\n\n".join(headlines) + "\n"
     write_atomically(advice_file, page)
     print(advice_table(advice))
     for line in [*reasons(advice, run.unmeasured), *notes]:
         print(textwrap.fill(line, TERMINAL_WIDTH, initial_indent="  ", subsequent_indent="    "))
     print(f"\nwrote {advice_file} and {recipe_file}")
-    print(textwrap.fill(headline, TERMINAL_WIDTH, subsequent_indent="  "))
+    for line in headlines:
+        print(textwrap.fill(line, TERMINAL_WIDTH, subsequent_indent="  "))
     return 0
 
 

@@ -280,7 +280,8 @@ class TrainingOutcome:
 
     losses: torch.Tensor
     """Training loss at every step, in order."""
-    heldout_accuracy: float
+    heldout_accuracy: float | None
+    """None for a setup without held-out data."""
     parameters: tuple[torch.Tensor, ...]
     """The trained parameters, compared bitwise where the optimization must not change a number."""
 
@@ -320,8 +321,9 @@ class TrainingAgreement:
 
     loss_tolerance: float
     max_accuracy_drop: float = 0.05
-    min_accuracy: float = 0.25
-    """2.5x chance on 10 classes: over 5 standard deviations above what guessing scores on 160 images."""
+    min_accuracy: float | None = 0.25
+    """2.5x chance on 10 classes: over 5 standard deviations above what guessing scores on 160 images. None where
+    no chance level is known (the user's setup)."""
     jitter: float | None = None
     spread_multiplier: float = 3.0
     natural_spread: Callable[[float], float] | None = None
@@ -345,16 +347,19 @@ class TrainingAgreement:
 
     def __call__(self, reference: TrainingOutcome, optimized: TrainingOutcome, fp64: Any | None = None) -> Accuracy:
         path, *spread = self._loss_path(reference, optimized)
+        return Accuracy((path, *self._heldout(reference, optimized), *spread))
+
+    def _heldout(self, reference: TrainingOutcome, optimized: TrainingOutcome) -> list[Check]:
+        if reference.heldout_accuracy is None or optimized.heldout_accuracy is None:
+            return []
         drop = reference.heldout_accuracy - optimized.heldout_accuracy
-        return Accuracy(
-            (
-                path,
-                Check("heldout_accuracy_drop", drop, self.max_accuracy_drop, lower_is_better=True),
+        checks = [Check("heldout_accuracy_drop", drop, self.max_accuracy_drop, lower_is_better=True)]
+        if self.min_accuracy is not None:
+            checks += [
                 Check("heldout_accuracy", optimized.heldout_accuracy, self.min_accuracy, lower_is_better=False),
                 Check("reference_heldout_accuracy", reference.heldout_accuracy, self.min_accuracy, False),
-                *spread,
-            )
-        )
+            ]
+        return checks
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,9 @@ A row's word follows from its record alone:
 - **skip**: otherwise: no gain this measurement can tell from none.
 
 The recipe takes every *use* that composes: the fastest reduced dtype, channels_last in that dtype, the fastest
-compile mode, the autograd mode, and (staying in fp32) the fp32 precision switches.
+compile mode, the autograd mode, and (staying in fp32) the fp32 precision switches. Where training was measured,
+its training part takes zero_grad(set_to_none=True), the fastest autocast dtype, the fastest compile mode of the
+training step, channels_last and the faster pinned-memory variant, each where it was marked *use*.
 """
 
 from __future__ import annotations
@@ -22,13 +24,13 @@ import sys
 import textwrap
 import time
 import xml.etree.ElementTree as ElementTree
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from .recipe import BACKENDS, Recipe
+from .recipe import BACKENDS, Recipe, TrainingRecipe
 from .record import Record, read_records
 from .report import case_label, markdown_table, text_table
 from .runner import DOES_NOT_WORK
@@ -131,8 +133,8 @@ def skipped_cases(junit_xml: Path, model_name: str) -> tuple[list[Advice], list[
     return broken, unmeasured
 
 
-def choose_recipe(advice: Sequence[Advice]) -> Recipe:
-    """The recipe of every *use* that composes (see the module's docstring)."""
+def choose_recipe(advice: Sequence[Advice], training: bool = False) -> Recipe:
+    """The recipe of every *use* that composes (see the module's docstring); with `training`, its training part."""
     used = {(a.record.technique, a.record.variant): a for a in advice if a.word == "use" and a.record}
 
     def fastest(technique: str, variants: Sequence[str]) -> str | None:
@@ -158,6 +160,21 @@ def choose_recipe(advice: Sequence[Advice]) -> Recipe:
         compile_mode=mode,
         autograd=autograd,
         fp32_precision=precision,
+        training=_training_recipe(used, fastest) if training else None,
+    )
+
+
+def _training_recipe(used: dict[tuple[str, str], Advice], fastest: Callable[..., str | None]) -> TrainingRecipe:
+    autocast = fastest("amp", ("autocast:bf16", "autocast:fp16"))
+    compiled = fastest("compile_training", ("compile:default", "compile:max-autotune-no-cudagraphs"))
+    pinned = fastest("pin_memory", ("pinned", "pinned+non_blocking"))
+    return TrainingRecipe(
+        set_to_none=("zero_grad", "set_to_none") in used,
+        autocast=autocast.removeprefix("autocast:") if autocast else None,
+        compile_mode=compiled.removeprefix("compile:") if compiled else None,
+        channels_last=("channels_last_training", "channels_last") in used,
+        pin_memory=pinned is not None,
+        non_blocking=pinned == "pinned+non_blocking",
     )
 
 
@@ -249,6 +266,12 @@ def recipe_header(name: str, recipe: Recipe) -> str:
         "Use: `model = apply(model)`, then `run(model, prepare(batch))`. MEASURED at the end holds the numbers this "
         "was chosen from.",
     ]
+    if recipe.training is not None:
+        trained = ", ".join(recipe.training_techniques) or "nothing: no training technique was measured to pay"
+        paragraphs.append(
+            f"Training: `step = training_step(model, optimizer, loss, forward)`, then `step(batch)` "
+            f"per batch; applies {trained}."
+        )
     return "\n\n".join(textwrap.fill(paragraph, 100) for paragraph in paragraphs)
 
 
@@ -274,21 +297,23 @@ def advice_page(
         "",
         f"Recipe ({name}_recipe.py): {', '.join(recipe.techniques) or 'the plain model (nothing pays)'}.",
     ]
+    if recipe.training is not None:
+        lines.append(f"Training step: {', '.join(recipe.training_techniques) or 'the plain step (nothing pays)'}.")
     return "\n".join(lines) + "\n"
 
 
-def end_to_end_text(record: Record | None, recipe: Recipe) -> str:
-    """The recipe's measured headline, and whether it agrees in direction with its parts (all marked *use*)."""
-    if not recipe.techniques:
-        return "Nothing was marked use: the recipe is the plain model, so there is nothing to measure end to end."
+def end_to_end_text(record: Record | None, techniques: Sequence[str], what: str = "Recipe") -> str:
+    """A recipe's measured headline, and whether it agrees in direction with its parts (all marked *use*)."""
+    if not techniques:
+        return f"{what}: nothing was marked use, so it is the plain model and there is nothing to measure end to end."
     if record is None or record.speedup is None:
         failures = "; ".join(record.verdict.failures) if record else "its case did not run"
-        return f"Recipe end to end ({' + '.join(recipe.techniques)}): not measured: {failures}"
+        return f"{what} end to end ({' + '.join(techniques)}): not measured: {failures}"
     speedup = record.speedup
     agrees = "agrees with its parts (each faster)" if speedup.low > 1 else "does NOT agree with its parts"
     accuracy = "accuracy passed" if record.accuracy and record.accuracy.passed else "accuracy FAILED"
     return (
-        f"Recipe end to end ({' + '.join(recipe.techniques)}) vs the plain fp32 model: {speedup.point:.2f}x "
+        f"{what} end to end ({' + '.join(techniques)}) vs the plain fp32 model: {speedup.point:.2f}x "
         f"[{speedup.low:.2f}, {speedup.high:.2f}], {accuracy}; {agrees}"
     )
 

@@ -35,10 +35,11 @@ _VALUE_OPTIONS = (
     "sessions",
     "model",
     "inputs",
+    "train",
     "model_name",
     "recipe",
 )
-_SPEC_OPTIONS = ("model", "inputs", "recipe")
+_SPEC_OPTIONS = ("model", "inputs", "train", "recipe")
 """SPECs that may name a file relative to where the run started; a case's process starts in the rootdir."""
 _FLAG_OPTIONS = ("compile_fallback", "benchmark_disable_gc")
 # What a case's own process also needs to judge and record it as the run would.

@@ -1,11 +1,13 @@
-"""The user's own model as a workload: `--model SPEC --inputs SPEC`, loaded and checked before anything runs.
+"""The user's own model as a workload: `--model SPEC --inputs SPEC` and `--train SPEC`, loaded and checked before
+anything runs.
 
 A SPEC is `package.module:function` or `path/to/file.py:function`. The model
 function returns an `nn.Module` (on any device), the inputs function one batch
 (a tensor, a tuple/list of positional arguments or a dict of keyword
-arguments); either may take the device as its one argument. Everything that
-can be wrong with them is found here and said in one line (`SpecError`), so a
-run that cannot measure the model never starts and writes nothing.
+arguments), the training function an `optbench.TrainingSetup`; each may take
+the device as its one argument. Everything that can be wrong with them is
+found here and said in one line (`SpecError`), so a run that cannot measure
+the model never starts and writes nothing.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from torch.utils._pytree import tree_leaves
 
 from .accuracy import tensors
 from .faults import first_lines
+from .training import TrainingSetup, TrainingWorkload
 from .workload import Batch, InferenceWorkload, batch_to, forward
 
 SEED = 0
@@ -94,14 +97,19 @@ def call_spec(function: Callable[..., Any], spec: str, option: str, device: torc
         ) from None
 
 
-def _check_batch(batch: Any, spec: str) -> None:
+def _check_batch(batch: Any, spec: str, option: str = "--inputs", what: str = "returned") -> None:
     if not isinstance(batch, (torch.Tensor, tuple, list, dict)):
         raise SpecError(
-            f"--inputs {spec!r} returned a {type(batch).__name__}: return one batch, as a tensor, a tuple/list "
+            f"{option} {spec!r} {what} a {type(batch).__name__}: make it one batch, a tensor, a tuple/list "
             "(positional arguments) or a dict (keyword arguments)"
         )
     if not any(isinstance(leaf, torch.Tensor) for leaf in tree_leaves(batch)):
-        raise SpecError(f"--inputs {spec!r} returned a batch with no tensor in it")
+        raise SpecError(f"{option} {spec!r} {what} a batch with no tensor in it")
+
+
+def _check_name(name: str | None) -> None:
+    if name is not None and not NAME.fullmatch(name):
+        raise SpecError(f"--model-name {name!r}: use letters, digits, '_', '-' or '.' (it goes into test ids)")
 
 
 def load_workload(
@@ -111,8 +119,7 @@ def load_workload(
     repeats itself bitwise."""
     if inputs_spec is None:
         raise SpecError(f"--model {model_spec!r} needs --inputs SPEC: a function returning one batch for the model")
-    if name is not None and not NAME.fullmatch(name):
-        raise SpecError(f"--model-name {name!r}: use letters, digits, '_', '-' or '.' (it goes into test ids)")
+    _check_name(name)
     model = call_spec(load_function(model_spec, "--model"), model_spec, "--model", device)
     if not isinstance(model, nn.Module):
         raise SpecError(f"--model {model_spec!r} returned a {type(model).__name__}: return a torch.nn.Module")
@@ -147,3 +154,53 @@ def _check_forward(model: nn.Module, batch: Batch, model_spec: str, inputs_spec:
             f"--model {model_spec!r} gives different outputs for two identical calls: leave no randomness in "
             "its forward (dropout in train mode, sampling), so that a changed number means the technique changed it"
         )
+
+
+def load_training(spec: str, name: str | None, device: torch.device) -> TrainingWorkload:
+    """The user's training setup as a workload on `device`, after checking that one training step of its plain
+    fp32 model runs (on a copy: the setup's model keeps its weights) and gives a scalar loss."""
+    _check_name(name)
+    setup = call_spec(load_function(spec, "--train"), spec, "--train", device)
+    if not isinstance(setup, TrainingSetup):
+        raise SpecError(
+            f"--train {spec!r} returned a {type(setup).__name__}: return optbench.TrainingSetup(model=..., "
+            "loss=..., optimizer=..., data=...)"
+        )
+    if not isinstance(setup.model, nn.Module):
+        raise SpecError(f"--train {spec!r}: its model is a {type(setup.model).__name__}, not a torch.nn.Module")
+    if setup.epochs < 1 or setup.steps_per_call < 1:
+        raise SpecError(f"--train {spec!r}: epochs and steps_per_call must be at least 1")
+    workload = TrainingWorkload(name or spec.rpartition(":")[2], setup, device, own_model=True)
+    try:
+        batch = workload.first_batch()
+    except StopIteration:
+        raise SpecError(f"--train {spec!r}: its data gave no batch; give at least one") from None
+    except Exception as error:
+        raise SpecError(f"--train {spec!r}: its data raised {type(error).__name__}: {first_lines(error, 1)}") from None
+    _check_batch(batch, spec, "--train", "gave data whose first batch is")
+    _check_step(setup, batch_to(batch, device), spec, device)
+    return workload
+
+
+def _check_step(setup: TrainingSetup, batch: Batch, spec: str, device: torch.device) -> None:
+    model = copy.deepcopy(setup.model).to(device).train()
+    try:
+        loss = setup.loss(setup.forward(model, batch), batch)
+        if not (isinstance(loss, torch.Tensor) and loss.numel() == 1 and loss.is_floating_point()):
+            got = (
+                f"a {loss.dtype} tensor of shape {tuple(loss.shape)}"
+                if isinstance(loss, torch.Tensor)
+                else f"a {type(loss).__name__}"
+            )
+            raise SpecError(
+                f"--train {spec!r}: its loss gave {got}: return one floating-point number as a tensor "
+                "(reduce a per-example loss with .mean())"
+            )
+        loss.backward()
+        setup.optimizer(model.parameters()).step()
+    except SpecError:
+        raise
+    except Exception as error:
+        raise SpecError(
+            f"--train {spec!r}: one plain fp32 training step fails: {type(error).__name__}: {first_lines(error, 1)}"
+        ) from None

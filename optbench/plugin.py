@@ -26,7 +26,7 @@ from .faults import forget_frames, release_memory
 from .gate import GateSettings
 from .isolation import Finished, Outcome, Zygote, preloaded_modules, scratch_dir
 from .outputs import OutputError, writable_folder
-from .own_model import SpecError, load_workload
+from .own_model import SpecError, load_training, load_workload
 from .profiles import PROFILES, Profile
 from .recipe import load_recipe
 from .recommendation import recommendation_markdown
@@ -37,6 +37,7 @@ from .runner import CaseRunner, RunSettings
 from .runs import saved_records
 from .shared import SHARED_ENV
 from .significance import ComparisonSettings
+from .training import TrainingWorkload
 from .workers import (
     WORKER_RUN_KEY,
     merge_benchmark_runs,
@@ -253,16 +254,24 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "or a dict (keyword arguments).",
     )
     group.addoption(
+        "--train",
+        default=None,
+        metavar="SPEC",
+        help="measure the catalogue's training techniques on your training setup instead of the built-in "
+        "workloads: a function returning optbench.TrainingSetup(model=..., loss=..., optimizer=..., data=...) "
+        "(it may take the device as its one argument).",
+    )
+    group.addoption(
         "--model-name",
         default=None,
-        help="with --model: the name in test ids, records and baselines. Default: the model function's name.",
+        help="with --model or --train: the name in test ids, records and baselines. Default: the function's name.",
     )
     group.addoption(
         "--recipe",
         default=None,
         metavar="PATH",
-        help="with --model: measure this recipe (written by `python -m optbench advise`) end to end against the "
-        "plain model (benchmarks/test_recipe.py).",
+        help="with --model or --train: measure this recipe (written by `python -m optbench advise`) end to end "
+        "against the plain model (benchmarks/test_recipe.py).",
     )
     group.addoption(
         "--baselines-dir",
@@ -326,14 +335,15 @@ class OptbenchSession:
         self._outcome: Outcome | None = None
         self.allocator, self._zygote_environment = self._allocator()
         self.own_workload = self._own_workload()
+        self.own_training = self._own_training()
         self.own_recipe = self._own_recipe()
 
     def _own_recipe(self) -> ModuleType | None:
         path = option(self.config, "recipe")
         if path is None:
             return None
-        if self.own_workload is None:
-            raise pytest.UsageError("--recipe is measured on your model: give --model and --inputs too")
+        if not self.own_fixtures:
+            raise pytest.UsageError("--recipe is measured on your model: give --model and --inputs, or --train, too")
         try:
             return load_recipe(path)
         except SpecError as error:
@@ -351,6 +361,25 @@ class OptbenchSession:
             return load_workload(spec, option(self.config, "inputs"), option(self.config, "model_name"), self.device)
         except SpecError as error:
             raise pytest.UsageError(str(error)) from None
+
+    def _own_training(self) -> TrainingWorkload | None:
+        """The user's training setup (--train), loaded and checked now, as --model is."""
+        spec = option(self.config, "train")
+        if spec is None:
+            return None
+        try:
+            return load_training(spec, option(self.config, "model_name"), self.device)
+        except SpecError as error:
+            raise pytest.UsageError(str(error)) from None
+
+    @property
+    def own_fixtures(self) -> frozenset[str]:
+        """The workload fixtures the user's model or setup stands in for: only their techniques run."""
+        return frozenset(
+            fixture
+            for fixture, own in (("workload", self.own_workload), ("training", self.own_training))
+            if own is not None
+        )
 
     def _allocator(self) -> tuple[Allocator, dict[str, str]]:
         """The allocator the cases are measured with, and the environment that starts their processes with it.
@@ -669,6 +698,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "workloads(*names): the built-in inference workloads a test runs on; the user's model under --model"
     )
+    config.addinivalue_line(
+        "markers", "trainings(*names): the built-in training workloads a test runs on; the user's setup under --train"
+    )
     session = OptbenchSession(config)  # first: a --model that cannot run stops the run before any folder is made
     if not hasattr(config, "workerinput"):  # an xdist worker writes where its controller said
         check_outputs(config)
@@ -690,23 +722,32 @@ def own_workload(config: pytest.Config) -> InferenceWorkload | None:
     return config.stash[_SESSION].own_workload
 
 
+def own_training(config: pytest.Config) -> TrainingWorkload | None:
+    """The user's training setup (--train) as the workload every training technique runs on; None without it."""
+    return config.stash[_SESSION].own_training
+
+
+WORKLOAD_MARKERS = {"workloads": ("workload", own_workload), "trainings": ("training", own_training)}
+
+
 @pytest.hookimpl(trylast=True)  # after the parametrize marks, so the workload's id comes last as it always has
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    marker = metafunc.definition.get_closest_marker("workloads")
-    if marker is None:
-        return
-    own = own_workload(metafunc.config)
-    metafunc.parametrize("workload", [own.name] if own else list(marker.args), indirect=True)
+    for marker_name, (fixture, own_of) in WORKLOAD_MARKERS.items():
+        marker = metafunc.definition.get_closest_marker(marker_name)
+        if marker is not None:
+            own = own_of(metafunc.config)
+            metafunc.parametrize(fixture, [own.name] if own else list(marker.args), indirect=True)
 
 
 @pytest.hookimpl(tryfirst=True)  # before -k/-m deselection, so stale entries are told from deselected cases
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     session = config.stash[_SESSION]
-    if session.own_workload is not None:  # only the techniques that take a workload run on the user's model
-        others = [item for item in items if "workload" not in getattr(item, "fixturenames", ())]
+    if own := session.own_fixtures:  # only the techniques that take the user's model or setup run
+        runs_on_own = [bool(own & set(getattr(item, "fixturenames", ()))) for item in items]
+        others = [item for item, on_own in zip(items, runs_on_own, strict=True) if not on_own]
         if others:
             config.hook.pytest_deselected(items=others)
-            items[:] = [item for item in items if "workload" in getattr(item, "fixturenames", ())]
+            items[:] = [item for item, on_own in zip(items, runs_on_own, strict=True) if on_own]
     session.time_on_own_gpu()
     count_gated(config, items)
 
@@ -722,9 +763,9 @@ def count_gated(config: pytest.Config, items: Sequence[pytest.Item]) -> None:
     except BaselineError as error:
         raise pytest.UsageError(str(error)) from None
     session.gate_cases(sum(baselines.get(session.case_id(item.nodeid)) is not None for item in cases))
-    # Under --model the built-in cases are not collected, so their entries are not stale.
+    # Under --model or --train the built-in cases are not collected, so their entries are not stale.
     stale = baselines.unknown_cases(session.profile.name, {item.nodeid for item in cases})
-    if stale and session.own_workload is None:
+    if stale and not session.own_fixtures:
         config.issue_config_time_warning(
             pytest.PytestWarning(
                 f"{baselines.path}: {len(stale)} entries name no collected case (e.g. {stale[0]}); "
@@ -739,7 +780,7 @@ def own_recipe(pytestconfig: pytest.Config) -> ModuleType:
     """The recipe file given with --recipe, imported (optbench.recipe)."""
     recipe = pytestconfig.stash[_SESSION].own_recipe
     if recipe is None:
-        pytest.skip("measures a recipe: give --model, --inputs and --recipe PATH (python -m optbench advise does)")
+        pytest.skip("measures a recipe: give --recipe PATH with --model/--inputs or --train (as advise does)")
     return recipe
 
 

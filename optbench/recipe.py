@@ -4,20 +4,41 @@
 a file with no optbench import, so it can be copied into the user's code. It
 applies the techniques in seed 004's order (dtype and memory format before
 torch.compile, since compile specializes on both) and runs the model under the
-autograd mode and fp32 precision settings that were measured to pay.
+autograd mode and fp32 precision settings that were measured to pay. Where the
+training techniques were measured too (`--train`), its `training_step` makes
+an optimizer step with those of seed 000's tricks that paid (`TRAINING`).
 """
 
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from types import ModuleType
 
 from .own_model import load_function
+from .training import recipe_tricks
 
 DTYPES = {"bf16": "torch.bfloat16", "fp16": "torch.float16"}
 BACKENDS = {"oneDNN": "mkldnn", "cuBLAS": "cuda", "cuDNN": "cudnn"}
 """Display name of an fp32_precision backend -> its `torch.backends` attribute."""
+
+
+@dataclass(frozen=True)
+class TrainingRecipe:
+    """Seed 000's training tricks that paid, as `optbench.training.Tricks` names them."""
+
+    set_to_none: bool = False
+    autocast: str | None = None
+    """"bf16" or "fp16" (with a GradScaler)."""
+    compile_mode: str | None = None
+    channels_last: bool = False
+    pin_memory: bool = False
+    non_blocking: bool = False
+
+    @property
+    def techniques(self) -> list[str]:
+        """The tricks switched on, as the catalogue labels them (`optbench.training.Tricks.label`)."""
+        return [] if self == TrainingRecipe() else recipe_tricks(asdict(self)).label.split("+")
 
 
 @dataclass(frozen=True)
@@ -30,6 +51,8 @@ class Recipe:
     """"inference_mode" or "no_grad"; None leaves autograd as the caller has it."""
     fp32_precision: tuple[tuple[str, str], ...] = field(default_factory=tuple)
     """(`torch.backends` path such as "mkldnn.matmul", value such as "bf16"), set around each call."""
+    training: TrainingRecipe | None = None
+    """The training tricks that paid; None where training was not measured."""
 
     @property
     def techniques(self) -> list[str]:
@@ -41,6 +64,10 @@ class Recipe:
         applied += [f"{path} fp32_precision={value}" for path, value in self.fp32_precision]
         return applied
 
+    @property
+    def training_techniques(self) -> list[str]:
+        return self.training.techniques if self.training else []
+
     def source(self, header: str, measured: str) -> str:
         """The recipe file: `header` as its docstring, `measured` (the advice table) as its trailer."""
         precision = ", ".join(f'"{path}": "{value}"' for path, value in self.fp32_precision)
@@ -51,6 +78,7 @@ class Recipe:
             compile_mode=repr(self.compile_mode),
             autograd=repr(self.autograd),
             precision=precision,
+            training=repr(asdict(self.training)) if self.training else "None",
             measured=measured.replace('"""', "'''"),
         )
 
@@ -59,7 +87,7 @@ TEMPLATE = '''"""{docstring}
 """
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -132,6 +160,56 @@ def run(model: torch.nn.Module, batch: Any) -> Any:
         if isinstance(batch, (tuple, list)):
             return model(*batch)
         return model(batch)
+
+
+TRAINING = {training}
+"""Seed 000's training tricks that paid (None: training was not measured): what `training_step` applies."""
+
+
+def training_step(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    loss: Callable[[Any, Any], torch.Tensor],
+    forward: Callable[[torch.nn.Module, Any], Any],
+) -> Callable[[Any], torch.Tensor]:
+    """`step(batch)`: one optimizer step on a batch with TRAINING's tricks; returns the loss. `forward(model, batch)`
+    gives the outputs and `loss(outputs, batch)` the scalar loss, as in your training loop. Load batches with
+    `DataLoader(..., pin_memory=TRAINING["pin_memory"])` and move them with `non_blocking=TRAINING["non_blocking"]`."""
+    tricks = TRAINING or {{}}
+    device_type = next(model.parameters()).device.type
+    dtype = {{"bf16": torch.bfloat16, "fp16": torch.float16}}.get(tricks.get("autocast"))
+    # fp16 gradients underflow without loss scaling; bf16 has fp32's exponent range and needs none.
+    scaler = torch.amp.GradScaler(device_type) if dtype == torch.float16 else None
+    if tricks.get("channels_last"):
+        model.to(memory_format=torch.channels_last)  # in place: the optimizer keeps its parameters
+
+    def forward_loss(batch: Any) -> torch.Tensor:
+        with torch.autocast(device_type, dtype=dtype, enabled=dtype is not None):
+            return loss(forward(model, batch), batch)
+
+    if tricks.get("compile_mode"):
+        forward_loss = torch.compile(forward_loss, mode=tricks["compile_mode"])
+
+    def step(batch: Any) -> torch.Tensor:
+        if tricks.get("channels_last"):
+            batch = tree_map(
+                lambda leaf: leaf.contiguous(memory_format=torch.channels_last)
+                if isinstance(leaf, torch.Tensor) and leaf.dim() == 4
+                else leaf,
+                batch,
+            )
+        optimizer.zero_grad(set_to_none=tricks.get("set_to_none", False))
+        value = forward_loss(batch)
+        if scaler is None:
+            value.backward()
+            optimizer.step()
+        else:
+            scaler.scale(value).backward()
+            scaler.step(optimizer)
+            scaler.update()
+        return value.detach()
+
+    return step
 
 
 MEASURED = """

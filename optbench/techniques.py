@@ -24,7 +24,7 @@ from .case import Case
 from .hardware import AMPERE, AMX, HardwareClass, Requires, cuda_capability, dtype_name
 from .in_effect import AutogradMode, ChangesNumbers, ChannelsLast, Converted, SettingInside, Side
 from .switches import Change, under
-from .workload import Batch, InferenceWorkload, batch_as, forward
+from .workload import Batch, InferenceWorkload, batch_as, channels_last_misfit, forward, not_applicable
 
 AUTOGRAD_CONTEXTS: dict[str, Callable[[], Any]] = {
     "grad": contextlib.nullcontext,
@@ -33,10 +33,6 @@ AUTOGRAD_CONTEXTS: dict[str, Callable[[], Any]] = {
 }
 REORDERED = Close(rtol=1e-3, atol=1e-3)
 """Same numbers up to summation order (fusion, another layout or algorithm), or no further from fp64."""
-
-
-def not_applicable(workload: InferenceWorkload, technique: str, why: str) -> None:
-    pytest.skip(f"{technique} does not apply to {workload.name}: {why}")
 
 
 def autograd_mode(workload: InferenceWorkload, reference: str, optimized: str, floor: float) -> Case:
@@ -117,10 +113,8 @@ def compiled(workload: InferenceWorkload, mode: str, floor: float, requires: Req
 
 def channels_last(workload: InferenceWorkload, dtype: torch.dtype, floor: float) -> Case:
     """Seed 004 (tensor-core paths): model and 4-d inputs in channels_last (NHWC) vs NCHW, both in `dtype`."""
-    if not workload.convolves():
-        not_applicable(workload, "channels_last", "it runs no convolution, and only convolutions read NHWC")
-    if not workload.has_image_inputs():
-        not_applicable(workload, "channels_last", "none of its inputs is a 4-d floating tensor (N, C, H, W)")
+    if misfit := channels_last_misfit(workload.operations, workload.inputs):
+        not_applicable(workload.name, "channels_last", misfit)
     nchw, nhwc = workload.model(dtype), workload.model(dtype, torch.channels_last)
     return workload.case(
         workload.call(nchw, workload.inputs_as(dtype)),
@@ -196,7 +190,7 @@ def fp32_precision(workload: InferenceWorkload, precision: Fp32Precision, floor:
     """Seed 004, section 4: float32 matmuls or convolutions computed in fewer mantissa bits."""
     runs_them = workload.convolves() if precision.kernels == "convolution" else workload.multiplies_matrices()
     if not runs_them:
-        not_applicable(workload, f"{precision.backend} {precision.value}", f"it runs no {precision.kernels}")
+        not_applicable(workload.name, f"{precision.backend} {precision.value}", f"it runs no {precision.kernels}")
     model = workload.model()
     return workload.case(
         under((precision.change("ieee"),), workload.call(model)),

@@ -12,8 +12,9 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
+import pytest
 import torch
 from torch import nn
 from torch.utils._pytree import tree_leaves, tree_map
@@ -53,8 +54,36 @@ def batch_as(batch: Batch, dtype: torch.dtype | None = None, memory_format: torc
     return tree_map(convert, batch)
 
 
-def batch_to(batch: Batch, device: torch.device) -> Batch:
-    return tree_map(lambda leaf: leaf.to(device) if isinstance(leaf, torch.Tensor) else leaf, batch)
+def batch_to(batch: Batch, device: torch.device, non_blocking: bool = False) -> Batch:
+    return tree_map(
+        lambda leaf: leaf.to(device, non_blocking=non_blocking) if isinstance(leaf, torch.Tensor) else leaf, batch
+    )
+
+
+def operations_of(call: Callable[[], Any]) -> frozenset[str]:
+    """The convolution and matmul ATen ops one `call()` runs: what decides where a technique applies."""
+    return frozenset(op_call.op for op_call in observed_ops(call, LOW_PRECISION_OPS))
+
+
+def has_image_inputs(batch: Batch) -> bool:
+    """Some leaf of `batch` is a 4-d floating tensor (N, C, H, W): what channels_last reorders."""
+    return any(
+        isinstance(leaf, torch.Tensor) and leaf.dim() == 4 and leaf.is_floating_point() for leaf in tree_leaves(batch)
+    )
+
+
+def channels_last_misfit(operations: frozenset[str], batch: Batch) -> str | None:
+    """Why channels_last cannot act on a model running `operations` on `batch`; None where it can."""
+    if not operations & CONVOLUTIONS:
+        return "it runs no convolution, and only convolutions read NHWC"
+    if not has_image_inputs(batch):
+        return "none of its inputs is a 4-d floating tensor (N, C, H, W)"
+    return None
+
+
+def not_applicable(workload: str, technique: str, why: str) -> NoReturn:
+    """Skip the case: `technique` cannot act on `workload`, for the reason `why`."""
+    pytest.skip(f"{technique} does not apply to {workload}: {why}")
 
 
 def format_rounded_output(model: nn.Module, batch: Batch, dtype: torch.dtype) -> Any:
@@ -128,20 +157,13 @@ class InferenceWorkload:
         """The convolution and matmul ATen ops one plain forward runs: what decides where a technique applies."""
         model = self.model()
         with torch.inference_mode():
-            return frozenset(call.op for call in observed_ops(self.call(model), LOW_PRECISION_OPS))
+            return operations_of(self.call(model))
 
     def convolves(self) -> bool:
         return bool(self.operations & CONVOLUTIONS)
 
     def multiplies_matrices(self) -> bool:
         return bool(self.operations - CONVOLUTIONS)
-
-    def has_image_inputs(self) -> bool:
-        """Some input is a 4-d floating tensor (N, C, H, W): what channels_last reorders."""
-        return any(
-            isinstance(leaf, torch.Tensor) and leaf.dim() == 4 and leaf.is_floating_point()
-            for leaf in tree_leaves(self.inputs)
-        )
 
     def case(
         self, reference: Callable[[], Any], optimized: Callable[[], Any], inference_mode: bool = True, **fields: Any

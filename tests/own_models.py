@@ -1,7 +1,11 @@
 """User-style models for the --model tests: written as a user would, not tuned for the suite."""
 
+from dataclasses import replace
+
 import torch
 from torch import nn
+
+from optbench import TrainingSetup
 
 
 class Inverts(nn.Module):
@@ -83,3 +87,43 @@ def wrong_width() -> torch.Tensor:
 
 
 NOT_CALLABLE = 3
+
+
+def tagged_sentences(count: int) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+    """Batches of (tokens, lengths, tag): a plain list, no DataLoader."""
+    generator = torch.Generator().manual_seed(0)
+    tokens, lengths = sentences()
+    return [
+        (tokens.roll(i, 0), lengths.roll(i, 0), torch.randint(0, 5, (8,), generator=generator)) for i in range(count)
+    ]
+
+
+def tagger_training() -> TrainingSetup:
+    """The GRU tagger trained on its dict output's logits: no convolution, data as a list, nothing held out."""
+    return TrainingSetup(
+        model=tagger(torch.device("cpu")).train(),
+        loss=lambda outputs, batch: nn.functional.cross_entropy(outputs["logits"], batch[-1]),
+        optimizer=lambda parameters: torch.optim.SGD(parameters, lr=0.1),
+        data=tagged_sentences(6),
+    )
+
+
+def not_a_setup() -> nn.Module:
+    return tagger(torch.device("cpu"))
+
+
+def no_batches() -> TrainingSetup:
+    return replace(tagger_training(), data=[])
+
+
+def per_example_loss() -> TrainingSetup:
+    return replace(
+        tagger_training(),
+        loss=lambda outputs, batch: nn.functional.cross_entropy(outputs["logits"], batch[-1], reduction="none"),
+    )
+
+
+def wrong_targets() -> TrainingSetup:
+    return replace(
+        tagger_training(), loss=lambda outputs, batch: nn.functional.cross_entropy(outputs["logits"], batch[0])
+    )

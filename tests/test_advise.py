@@ -5,6 +5,7 @@ import os
 import re
 import subprocess
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -13,9 +14,11 @@ import torch
 from optbench.accuracy import Close, ReducedPrecision
 from optbench.advice import Advice, advice_of, choose_recipe, order_note, technique_label
 from optbench.in_effect import InEffect
-from optbench.recipe import Recipe, load_recipe
+from optbench.own_model import load_training
+from optbench.recipe import Recipe, TrainingRecipe, load_recipe
 from optbench.record import AccuracySummary, Record, Variants, VerdictSummary
 from optbench.stats import Interval
+from optbench.training import Tricks, recipe_tricks
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "examples"))
@@ -83,6 +86,47 @@ def test_fp32_precision_switches_are_taken_only_when_the_recipe_stays_in_fp32():
     assert choose_recipe([Advice("compile[default]", "does not work", "raised")]) == Recipe()
 
 
+def test_the_training_part_takes_each_trick_that_paid_and_only_when_training_was_measured():
+    advice = [
+        advice_of(record(technique, variant, speedup), "cnn")
+        for technique, variant, speedup in [
+            ("zero_grad", "set_to_none", (1.1, 1.05, 1.15)),
+            ("amp", "autocast:bf16", (1.3, 1.2, 1.4)),
+            ("amp", "autocast:fp16", (0.7, 0.6, 0.8)),
+            ("compile_training", "compile:default", (1.0, 0.9, 1.1)),  # skip: no gain shown
+            ("channels_last_training", "channels_last", (1.2, 1.1, 1.3)),
+            ("pin_memory", "pinned", (1.1, 1.05, 1.15)),
+            ("pin_memory", "pinned+non_blocking", (1.3, 1.2, 1.4)),
+        ]
+    ]
+    assert choose_recipe(advice).training is None
+    assert choose_recipe(advice, training=True).training == TrainingRecipe(
+        set_to_none=True, autocast="bf16", channels_last=True, pin_memory=True, non_blocking=True
+    )
+
+
+def test_a_recipe_s_training_step_gives_the_numbers_of_the_tricks_it_names(tmp_path, monkeypatch):
+    """The recipe file's standalone training_step against the catalogue's trainer with the same tricks (the
+    training recipe's end-to-end case measures the trainer): bitwise the same losses, and not the same as the
+    trainer's when the recipe names other tricks."""
+    monkeypatch.chdir(ROOT)
+    workload = load_training("examples/cnn_bn.py:train", None, torch.device("cpu"))
+    tricks = Tricks(set_to_none=True, autocast=torch.bfloat16, channels_last=True)
+
+    def losses_of(training_recipe):
+        recipe = write_recipe(tmp_path, Recipe(training=training_recipe))
+        model = copy.deepcopy(workload.setup.model)
+        step = recipe.training_step(model, workload.setup.optimizer(model.parameters()), workload.setup.loss,
+                                    workload.setup.forward)  # fmt: skip
+        return torch.stack([step(batch) for batch in workload.fixed_batches()[:3]])
+
+    trainer = workload.trainer(tricks)
+    expected = torch.stack([trainer.timed_steps()[0] for _ in range(3)])
+    assert recipe_tricks(asdict(TrainingRecipe(set_to_none=True, autocast="bf16", channels_last=True))) == tricks
+    assert torch.equal(losses_of(TrainingRecipe(set_to_none=True, autocast="bf16", channels_last=True)), expected)
+    assert not torch.equal(losses_of(TrainingRecipe(set_to_none=True, channels_last=True)), expected)
+
+
 def write_recipe(tmp_path, recipe):
     path = tmp_path / "cnn_recipe.py"
     path.write_text(recipe.source("A test recipe.", "| table |"))
@@ -134,9 +178,10 @@ def test_advise_on_the_cnn_example_writes_a_table_a_recipe_and_measures_it_end_t
     page = (tmp_path / "optbench-advice" / "cnn.md").read_text()
     recipe = load_recipe(str(tmp_path / "optbench-advice" / "cnn_recipe.py"))
     headline = run.stdout[run.stdout.index("\nwrote ") :].split("\n", 2)[2]
-    assert "## End to end" in page and headline.startswith(("Recipe end to end", "Nothing was marked use"))
+    assert "## End to end" in page and headline.startswith(("Recipe end to end", "Recipe: nothing was marked use"))
+    assert recipe.TRAINING is None and "Training" not in headline  # training was not asked for
     if recipe.DTYPE is None and not recipe.CHANNELS_LAST and recipe.AUTOGRAD is None:
-        assert headline.startswith("Nothing was marked use")
+        assert headline.startswith("Recipe: nothing was marked use")
         return
     assert "phase 2 [1/1] recipe: passed" in run.stdout
     output = recipe.run(recipe.apply(cnn_bn.model()), recipe.prepare(cnn_bn.inputs(torch.device("cpu"))))
@@ -144,6 +189,28 @@ def test_advise_on_the_cnn_example_writes_a_table_a_recipe_and_measures_it_end_t
         reference = cnn_bn.model()(cnn_bn.inputs(torch.device("cpu")))
     comparison = ReducedPrecision() if recipe.DTYPE is not None else Close(rtol=1e-3, atol=1e-3)
     assert comparison(reference, output).passed
+
+
+def test_advise_on_a_training_setup_advises_its_tricks_and_measures_its_training_recipe(tmp_path):
+    example = ROOT / "examples" / "cnn_bn.py"
+    run = advise(
+        "--train", f"{example}:train", "--model-name", "cnn",
+        "--", "-k", "zero_grad or channels_last_training", "--case-budget", "1",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert "phase 1 [2/2]" in run.stdout and "Recipe end to end" not in run.stdout  # no --model: no inference
+    table = run.stdout[run.stdout.index("\ntechnique") :]
+    assert "zero_grad " in table and "channels_last_training " in table
+    recipe = load_recipe(str(tmp_path / "optbench-advice" / "cnn_recipe.py"))
+    tricks = recipe_tricks(recipe.TRAINING)
+    assert recipe.TRAINING is not None and recipe.DTYPE is None
+    headline = run.stdout[run.stdout.index("\nwrote ") :].split("\n", 2)[2]
+    if tricks == Tricks():
+        assert headline.startswith("Training recipe: nothing was marked use")
+    else:
+        assert "phase 2 [1/1] training_recipe: passed" in run.stdout, run.stdout[-3000:]
+        assert headline.startswith("Training recipe end to end (")
 
 
 def test_advise_with_a_broken_spec_says_one_line_and_writes_nothing(tmp_path):

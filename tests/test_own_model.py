@@ -1,7 +1,5 @@
 """--model/--inputs: the user's model loaded, checked and measured by the catalogue's own techniques."""
 
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,6 +13,7 @@ from optbench.own_model import SpecError, load_workload
 from optbench.record import read_records
 from optbench.runner import raised_by_harness
 from optbench.techniques import reduced_precision
+from tests.catalogue_run import catalogue
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = "tests/own_models.py"
@@ -30,7 +29,7 @@ CPU = torch.device("cpu")
         (f"{MODELS}:absent", f"{MODELS}:features", "names no function: tests/own_models.py has no attribute 'absent'"),
         (f"{MODELS}:NOT_CALLABLE", f"{MODELS}:features", "NOT_CALLABLE is a int, not a function"),
         (f"{MODELS}:not_a_model", f"{MODELS}:features", "returned a str: return a torch.nn.Module"),
-        (f"{MODELS}:breaks_in_bf16", f"{MODELS}:not_a_batch", "returned a str: return one batch"),
+        (f"{MODELS}:breaks_in_bf16", f"{MODELS}:not_a_batch", "returned a str: make it one batch"),
         (f"{MODELS}:breaks_in_bf16", f"{MODELS}:wrong_width", "rejects --inputs 'tests/own_models.py:wrong_width'"),
         (f"{MODELS}:in_training_mode", f"{MODELS}:features", "in training mode (dropout, batch-norm updates)"),
         (f"{MODELS}:samples", f"{MODELS}:features", "different outputs for two identical calls"),
@@ -95,12 +94,6 @@ def test_an_error_inside_optbench_is_not_blamed_on_the_model():
         forward(lambda: None, torch.zeros(1))  # a call optbench gets wrong
     assert not raised_by_harness(in_torch.value)
     assert raised_by_harness(in_optbench.value)
-
-
-def catalogue(*arguments, results):
-    command = [sys.executable, "-m", "pytest", "benchmarks", "-p", "no:cacheprovider", "-rs", "-q"]
-    command += ["--results-dir", str(results), *arguments]
-    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
 
 
 def test_a_model_that_cannot_run_stops_the_run_before_anything_is_written(tmp_path):

@@ -5,16 +5,17 @@ import torch
 
 from benchmarks.test_compile_training import MODES
 from fixtures.data import load_cifar10, synthetic_cifar, synthetic_split
-from fixtures.training import MIXED_PRECISION, OFF, SPECS, TrainingSpec, TrainingWorkload, Tricks, wide_mlp
+from fixtures.training import SPECS, TrainingSpec, training_workload, wide_mlp
 from optbench.accuracy import TrainingAgreement, TrainingOutcome
 from optbench.hardware import dtype_unsupported_reason
+from optbench.training import MIXED_PRECISION, OFF, Tricks
 
 TINY = TrainingSpec(lambda: wide_mlp(128), batch_size=16, steps_per_epoch=12, epochs=2, heldout_size=200)
 
 
 def tiny_workload(spec=TINY, seed=0):
     data = synthetic_split(spec.batch_size * spec.steps_per_epoch, spec.heldout_size, seed)
-    return TrainingWorkload("tiny", spec, torch.device("cpu"), data)
+    return training_workload("tiny", spec, torch.device("cpu"), data)
 
 
 def test_synthetic_data_is_a_function_of_the_seed():
@@ -66,7 +67,7 @@ def test_compile_training_declares_modes_a_training_step_survives(mode):
 
 def test_epoch_slices_continue_one_epoch_and_start_the_next_only_when_it_ends(monkeypatch):
     """Each iter() of a DataLoader with persistent workers restarts the epoch and drops prefetched batches."""
-    monkeypatch.setattr("fixtures.training.LOADER_WORKERS", 0)  # the iterator logic is the same, without processes
+    monkeypatch.setattr("optbench.training.LOADER_WORKERS", 0)  # the iterator logic is the same, without processes
     spec = replace(TINY, steps_per_call=5)  # 12 batches an epoch: the third call crosses into the second epoch
     trainer = tiny_workload(spec).trainer(OFF)
     epochs_started = []
@@ -151,7 +152,7 @@ def test_autocast_bf16_resnet_stays_within_its_natural_spread_limit():
     """test_amp[bf16-resnet]'s accuracy on one thread, as the accuracy lane (xdist) sees it; the smoke suite's
     own test_amp[bf16-resnet] checks it at a default run's thread count."""
     spec = SPECS["resnet"]["smoke"]
-    workload = TrainingWorkload("resnet", spec, torch.device("cpu"), synthetic_split(96, 160, 0))
+    workload = training_workload("resnet", spec, torch.device("cpu"), synthetic_split(96, 160, 0))
     previous = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -185,8 +186,9 @@ import torch
 from torch import nn
 
 from fixtures.data import synthetic_split
-from fixtures.training import OFF, TrainingSpec, TrainingWorkload, Tricks, wide_mlp
+from fixtures.training import TrainingSpec, training_workload, wide_mlp
 from optbench.accuracy import TrainingAgreement
+from optbench.training import Tricks
 
 
 class Noisy(nn.Module):
@@ -204,7 +206,7 @@ class Noisy(nn.Module):
 
 def test_training(optbench):
     spec = TrainingSpec(Noisy, batch_size=8, steps_per_epoch=4, epochs=1, heldout_size=16)
-    workload = TrainingWorkload("noisy", spec, torch.device("cpu"), synthetic_split(32, 16, 0))
+    workload = training_workload("noisy", spec, torch.device("cpu"), synthetic_split(32, 16, 0))
     optbench.run(
         workload.case(Tricks(set_to_none=True), accuracy=TrainingAgreement(loss_tolerance=0), floor=0.1,
         names=("a", "b"))

@@ -1,0 +1,456 @@
+"""The training techniques of the catalogue, applied to any training setup: the built-in workloads' or the user's.
+
+A `TrainingSetup` is what a training loop needs: a model, a loss from its
+outputs and the batch, an optimizer factory, and data (a `DataLoader` or any
+iterable of batches). `Tricks` names the techniques seed 000 switches on
+(zero_grad(set_to_none=True), autocast with a GradScaler for fp16, a compiled
+forward and loss, channels_last, pinned memory with non_blocking copies), and a
+`Trainer` trains one copy of the setup's model with one set of them. Its timed
+call is `steps_per_call` steps on fixed batches already on the device (or a
+slice of an epoch through a DataLoader with worker processes, where pinned
+memory is what is measured); its `train()` restarts from the initial weights
+and runs the setup's epochs in a fixed order, returning the loss path (and
+held-out accuracy where the setup has held-out data) for the accuracy check. A
+learning-rate schedule steps once per epoch: the seed stepped its StepLR every
+batch, which froze learning and left its accuracies at chance.
+
+`TrainingWorkload.case` turns a setup and the tricks to compare into a `Case`:
+this is the one place that knows how to apply a training technique, for the
+files in `benchmarks/` and for `--train`.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import itertools
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field, replace
+from functools import partial
+from typing import Any
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, IterableDataset
+
+from .accuracy import Comparator, TrainingAgreement, TrainingOutcome, loss_path_deviation
+from .case import Case
+from .hardware import HardwareClass, Requires, cuda_capability, dtype_name, dtype_unsupported_reason
+from .in_effect import Autocast, ChangesNumbers, ChannelsLast, GradsCleared, Observer, PinnedCopies
+from .internals import mode_uses_cuda_graphs
+from .shared import RunShared
+from .workload import OWN_MODEL_FLOOR, Batch, batch_as, batch_to, channels_last_misfit, not_applicable, operations_of
+
+SEED = 0
+LOADER_WORKERS = 2
+FIXED_BATCHES = 64
+"""At most this many batches are kept on the device for the timed steps (the built-in workloads' whole epoch)."""
+
+
+def training_forward(model: nn.Module, batch: Batch) -> Any:
+    """The model's outputs on a training batch: a dict as keyword arguments (labels included, as Hugging Face
+    models take them), a tuple/list as positional arguments without its last element (the target), a tensor
+    as the one argument."""
+    if isinstance(batch, dict):
+        return model(**batch)
+    if isinstance(batch, (tuple, list)):
+        return model(*batch[:-1])
+    return model(batch)
+
+
+def top1_correct(outputs: Any, batch: Batch) -> torch.Tensor:
+    """Per example, whether the largest logit is the label, the batch's last element."""
+    return outputs.argmax(dim=-1) == batch[-1]
+
+
+@dataclass(frozen=True)
+class TrainingSetup:
+    """A training loop's parts, as `--train SPEC`'s function returns them (`from optbench import TrainingSetup`).
+
+    The model is copied for every variant measured, so each starts from its weights; `optimizer` and
+    `scheduler` build a fresh optimizer (from the parameters) and schedule (from the optimizer) for each copy.
+    `data` is iterated once per epoch, in the same order every time (the global seed and a DataLoader's own
+    generator are reset before each epoch)."""
+
+    model: nn.Module
+    loss: Callable[[Any, Batch], torch.Tensor]
+    """The scalar loss from the model's outputs and the batch, e.g. `lambda logits, batch: cross_entropy(logits,
+    batch[1])`, or `lambda outputs, batch: outputs.loss` for a Hugging Face model given labels."""
+    optimizer: Callable[[Iterator[nn.Parameter]], torch.optim.Optimizer]
+    data: Iterable[Batch]
+    """A DataLoader, or any re-iterable collection of batches (tensors, tuples/lists or dicts)."""
+    forward: Callable[[nn.Module, Batch], Any] = training_forward
+    scheduler: Callable[[torch.optim.Optimizer], torch.optim.lr_scheduler.LRScheduler] | None = None
+    """Stepped once per epoch."""
+    epochs: int = 1
+    """Epochs over `data` in the training run whose loss path is compared."""
+    steps_per_call: int = 1
+    """Training steps in one timed call."""
+    heldout: Iterable[Batch] | None = None
+    """Batches to score after training; without them only the loss path is compared."""
+    correct: Callable[[Any, Batch], torch.Tensor] = top1_correct
+    """Per example of a held-out batch, whether the outputs got it right."""
+
+
+@dataclass(frozen=True)
+class Tricks:
+    """The speed tricks of seed 000 (and channels_last); all off is the common reference."""
+
+    set_to_none: bool = False
+    compile_mode: str | None = None
+    autocast: torch.dtype | None = None
+    channels_last: bool = False
+    pin_memory: bool = False
+    non_blocking: bool = False
+
+    @property
+    def label(self) -> str:
+        """The tricks switched on, e.g. `set_to_none+compile:default+autocast:bf16`, or `all off`."""
+        switched_on = {
+            "set_to_none": self.set_to_none,
+            f"compile:{self.compile_mode}": self.compile_mode is not None,
+            f"autocast:{self.autocast and dtype_name(self.autocast)}": self.autocast is not None,
+            "channels_last": self.channels_last,
+            "pinned": self.pin_memory,
+            "non_blocking": self.non_blocking,
+        }
+        return "+".join(name for name, on in switched_on.items() if on) or "all off"
+
+
+OFF = Tricks()
+
+# fp32 reordering (fusion, another memory layout) keeps a fixed limit in the style of PyTorch's dynamo
+# benchmark: compiling the smoke ResNet moved its loss path by 0.12 of its mean and its held-out accuracy
+# by 2 points; a run that stops learning moves the path by over 0.5. Autocast's limit is three times the
+# fp32 reference's own spread under jitter the size of bf16's unit roundoff (2^-8), which also covers
+# fp16's finer 2^-11 (see TrainingAgreement for the measurements).
+REORDERED_FP32 = TrainingAgreement(loss_tolerance=0.25, max_accuracy_drop=0.1)
+MIXED_PRECISION = TrainingAgreement(loss_tolerance=0.4, max_accuracy_drop=0.15, jitter=2**-8)
+SPREAD_SEEDS = (1, 2, 3, 4, 5)
+
+
+def refuse_cuda_graphs(compile_mode: str | None) -> None:
+    """Raise for a compile mode that replays CUDA graphs: a training step's outputs do not survive them.
+
+    Each replay overwrites the previous step's outputs, and a Trainer keeps some: the losses it stacks at the
+    end and the gradients zero_grad(set_to_none=False) keeps and accumulates into. Reading them fails with
+    "accessing tensor output of CUDAGraphs that has been overwritten by a subsequent run". Not run on a GPU
+    yet: README's "Check first on a new GPU runner".
+    """
+    if compile_mode and mode_uses_cuda_graphs(compile_mode):
+        raise ValueError(
+            f"compile mode {compile_mode!r} replays CUDA graphs, which overwrite the losses and gradients a "
+            "training step keeps; use one without them (default, max-autotune-no-cudagraphs)"
+        )
+
+
+def with_loading(data: DataLoader, *, num_workers: int, pin_memory: bool) -> DataLoader:
+    """`data`'s batches in its order, loaded by `num_workers` persistent worker processes (a slice costs no
+    start-up) into pinned memory or not."""
+    batching = (
+        {"batch_size": data.batch_size, "drop_last": data.drop_last}
+        if isinstance(data.dataset, IterableDataset)
+        else {"batch_sampler": data.batch_sampler}
+        if data.batch_sampler is not None
+        else {"batch_size": None, "sampler": data.sampler}
+    )
+    return DataLoader(
+        data.dataset,
+        **batching,
+        collate_fn=data.collate_fn,
+        num_workers=num_workers,
+        persistent_workers=num_workers > 0,
+        pin_memory=pin_memory,
+        worker_init_fn=data.worker_init_fn,
+        generator=data.generator,
+    )
+
+
+class Trainer:
+    """One copy of a setup's model trained with one set of tricks; see the module docstring."""
+
+    def __init__(self, workload: TrainingWorkload, tricks: Tricks) -> None:
+        self.workload = workload
+        self.setup = workload.setup
+        self.tricks = tricks
+        self.model = copy.deepcopy(self.setup.model).to(workload.device).train()
+        if tricks.channels_last:
+            self.model = self.model.to(memory_format=torch.channels_last)
+        self.initial_state = {name: value.clone() for name, value in self.model.state_dict().items()}
+        self.optimizer, self.scaler = self._optimizer()
+        refuse_cuda_graphs(tricks.compile_mode)
+        self.forward_loss = (
+            torch.compile(self._forward_loss, mode=tricks.compile_mode) if tricks.compile_mode else self._forward_loss
+        )
+        self.batches = [self.to_device(batch) for batch in workload.fixed_batches()]
+        self._calls = 0
+        self._host_batches: Iterator[Batch] | None = None
+
+    def _optimizer(self) -> tuple[torch.optim.Optimizer, torch.amp.GradScaler | None]:
+        optimizer = self.setup.optimizer(self.model.parameters())
+        # fp16 gradients underflow without loss scaling; bf16 has fp32's exponent range and needs none.
+        scaler = torch.amp.GradScaler(self.workload.device.type) if self.tricks.autocast == torch.float16 else None
+        return optimizer, scaler
+
+    def _forward_loss(self, batch: Batch) -> torch.Tensor:
+        dtype = self.tricks.autocast
+        with torch.autocast(self.workload.device.type, dtype=dtype, enabled=dtype is not None):
+            return self.setup.loss(self.setup.forward(self.model, batch), batch)
+
+    def to_device(self, batch: Batch) -> Batch:
+        batch = batch_to(batch, self.workload.device, non_blocking=self.tricks.non_blocking)
+        return batch_as(batch, memory_format=torch.channels_last) if self.tricks.channels_last else batch
+
+    def step(self, batch: Batch) -> torch.Tensor:
+        self.optimizer.zero_grad(set_to_none=self.tricks.set_to_none)
+        loss = self.forward_loss(batch)
+        if self.scaler is None:
+            loss.backward()
+            self.optimizer.step()
+        else:
+            self.scaler.scale(loss).backward()
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        return loss.detach()
+
+    def _steps(self, batches: Iterable[Batch]) -> list[torch.Tensor]:
+        return [self.step(batch) for batch in batches]
+
+    def timed_steps(self) -> list[torch.Tensor]:
+        """`steps_per_call` steps on batches already on the device: the training step alone."""
+        count = self.setup.steps_per_call
+        start = self._calls * count
+        self._calls += 1
+        return self._steps(self.batches[(start + i) % len(self.batches)] for i in range(count))
+
+    def epoch_slice(self) -> list[torch.Tensor]:
+        """`steps_per_call` steps fed by a DataLoader with worker processes, host-to-device copies included."""
+        if self._host_batches is None:
+            epochs = itertools.repeat(self.workload.loading(LOADER_WORKERS, self.tricks.pin_memory))
+            # One iterator across calls, a new epoch only when one ends: each iter() of a DataLoader with
+            # persistent workers drops the batches its workers prefetched and restarts the epoch.
+            self._host_batches = itertools.chain.from_iterable(epochs)
+        host_batches = itertools.islice(self._host_batches, self.setup.steps_per_call)
+        return self._steps(self.to_device(batch) for batch in host_batches)
+
+    def train(self, jitter: float = 0.0, seed: int = 0) -> TrainingOutcome:
+        """From the initial weights (each scaled by 1 + jitter * N(0, 1) from `seed`): the setup's epochs over its
+        data, then held-out accuracy."""
+        self.model.load_state_dict(self.initial_state)
+        if jitter:
+            noise = torch.Generator().manual_seed(seed)
+            with torch.no_grad():
+                for parameter in self.model.parameters():
+                    parameter.mul_(1 + jitter * torch.randn(parameter.shape, generator=noise).to(parameter))
+        self.model.zero_grad(set_to_none=True)
+        self.optimizer, self.scaler = self._optimizer()
+        scheduler = self.setup.scheduler(self.optimizer) if self.setup.scheduler else None
+        data = self.workload.loading(0, pin_memory=True) if self.tricks.pin_memory else self.setup.data
+        losses: list[torch.Tensor] = []
+        for epoch in range(self.setup.epochs):
+            losses += self._steps(self.to_device(batch) for batch in self.workload.epoch(epoch, data))
+            if scheduler is not None:
+                scheduler.step()
+        return TrainingOutcome(
+            losses=torch.stack(losses).float().cpu(),
+            heldout_accuracy=self.heldout_accuracy(),
+            parameters=tuple(p.detach().clone() for p in self.model.parameters()),
+        )
+
+    @torch.no_grad()
+    def heldout_accuracy(self) -> float | None:
+        if self.setup.heldout is None:
+            return None
+        self.model.eval()
+        try:
+            right = [
+                self.setup.correct(self.setup.forward(self.model, batch), batch)
+                for batch in map(self.to_device, self.setup.heldout)
+            ]
+        finally:
+            self.model.train()
+        return float(torch.cat([r.flatten() for r in right]).float().mean())
+
+
+@dataclass
+class TrainingWorkload:
+    """A training setup on a device, and the training runs its cases share."""
+
+    name: str
+    setup: TrainingSetup
+    device: torch.device
+    data_name: str = "own"
+    """Which data the setup trains on (synthetic, cifar10): part of what a shared training run is keyed by."""
+    own_model: bool = False
+    """The user's setup (--train): floors are not promises there, and a technique that raises on it is a finding
+    ("does not work on this model"), not a harness failure."""
+    outcomes: RunShared = field(default_factory=RunShared)
+    """Training runs already made in this run: the all-off reference is shared by every case of a workload."""
+    spreads: RunShared = field(default_factory=RunShared)
+    """Natural spreads already measured this run, by workload, data, reference tricks and jitter."""
+
+    def epoch(self, epoch: int, data: Iterable[Batch] | None = None) -> Iterator[Batch]:
+        """Epoch `epoch` of `data` (default: the setup's), in the same order in every run."""
+        data = self.setup.data if data is None else data
+        torch.manual_seed(SEED + epoch)
+        if isinstance(data, DataLoader) and data.generator is not None:
+            data.generator.manual_seed(SEED + epoch)
+        return iter(data)
+
+    def fixed_batches(self) -> list[Batch]:
+        return list(itertools.islice(self.epoch(0), FIXED_BATCHES))
+
+    def loading(self, num_workers: int, pin_memory: bool) -> DataLoader:
+        assert isinstance(self.setup.data, DataLoader), "pinned memory is only measured through a DataLoader"
+        return with_loading(self.setup.data, num_workers=num_workers, pin_memory=pin_memory)
+
+    def trainer(self, tricks: Tricks) -> Trainer:
+        return Trainer(self, tricks)
+
+    def outcome(self, trainer: Trainer) -> TrainingOutcome:
+        return self.outcomes.get((self.name, self.data_name, trainer.tricks), trainer.train)
+
+    def rerun(self, trainer: Trainer) -> TrainingOutcome:
+        """A second training run of `trainer`'s tricks, made once per run: whether a reference repeats itself
+        is a property of the workload and its tricks, not of the case comparing against it."""
+        return self.outcomes.get((self.name, self.data_name, trainer.tricks, "rerun"), trainer.train)
+
+    def natural_spread(self, tricks: Tricks, jitter: float) -> float:
+        """How far the `tricks` run's loss path moves under rounding-sized changes: initial weights jittered
+        by `jitter` under `SPREAD_SEEDS`, and another thread count (1, or 2 where this run has 1)."""
+        return self.spreads.get((self.name, self.data_name, tricks, jitter), lambda: self._spread(tricks, jitter))
+
+    def _spread(self, tricks: Tricks, jitter: float) -> float:
+        trainer = self.trainer(tricks)
+        reference = self.outcome(trainer)
+        moved = [trainer.train(jitter, seed) for seed in SPREAD_SEEDS]
+        threads = torch.get_num_threads()
+        torch.set_num_threads(2 if threads == 1 else 1)
+        try:
+            moved.append(trainer.train())
+        finally:
+            torch.set_num_threads(threads)
+        return max(loss_path_deviation(run, reference) for run in moved)
+
+    @functools.cached_property
+    def operations(self) -> frozenset[str]:
+        """The convolution and matmul ATen ops one plain forward and loss on the first batch runs."""
+        model, batch = copy.deepcopy(self.setup.model).to(self.device), batch_to(self.first_batch(), self.device)
+        return operations_of(lambda: self.setup.loss(self.setup.forward(model, batch), batch))
+
+    def first_batch(self) -> Batch:
+        return next(self.epoch(0))
+
+    def floor(self, declared: Callable[[], float]) -> float:
+        """The catalogue's `declared` floor for a built-in workload; for the user's setup, any gain."""
+        return OWN_MODEL_FLOOR if self.own_model else declared()
+
+    def misfit(self, tricks: Tricks) -> str | None:
+        """Why `tricks` cannot act on this setup (a trick with nothing to change); None where they can."""
+        if tricks.channels_last and (why := channels_last_misfit(self.operations, self.first_batch())):
+            return why
+        if tricks.pin_memory and not isinstance(self.setup.data, DataLoader):
+            return "its data is not a DataLoader, and pinned memory is what a DataLoader's pin_memory gives"
+        return None
+
+    def case(
+        self,
+        optimized: Tricks,
+        *,
+        accuracy: Comparator,
+        floor: float,
+        names: tuple[str, str],
+        variant: str = "",
+        requires: Requires | None = None,
+        reference: Tricks = OFF,
+        floor_applies_on: tuple[HardwareClass, ...] = (),
+    ) -> Case:
+        """`reference` vs `optimized` training; through a DataLoader when the optimized run pins memory. On the
+        user's setup, floors promise nothing, there is no chance level to beat, and a technique that raises is
+        that case's outcome."""
+        if misfit := self.misfit(optimized):
+            not_applicable(self.name, optimized.label, misfit)
+        slow, fast = self.trainer(reference), self.trainer(optimized)
+        if isinstance(accuracy, TrainingAgreement):
+            if accuracy.jitter is not None:
+                accuracy = replace(accuracy, natural_spread=partial(self.natural_spread, reference))
+            if self.own_model:
+                accuracy = replace(accuracy, min_accuracy=None)
+        timed: Callable[[Trainer], Callable[[], list[torch.Tensor]]] = (
+            (lambda trainer: trainer.epoch_slice) if optimized.pin_memory else (lambda trainer: trainer.timed_steps)
+        )
+        return Case(
+            reference=timed(slow),
+            optimized=timed(fast),
+            reference_output=lambda: self.outcome(slow),
+            reference_rerun=lambda: self.rerun(slow),
+            optimized_output=lambda: self.outcome(fast),
+            accuracy=accuracy,
+            floor=floor,
+            floor_applies_on=() if self.own_model else floor_applies_on,
+            requires=requires or Requires(),
+            names=names,
+            variant=variant,
+            workload=self.name if self.own_model else "",
+            expect_compiled=optimized.compile_mode is not None and reference.compile_mode is None,
+            in_effect=in_effect(slow, fast),
+            model_may_break=self.own_model,
+        )
+
+
+def stack(workload: TrainingWorkload) -> Tricks:
+    """Every trick whose hardware this device has and that acts on the workload: seed 000's "all at once"."""
+    device = workload.device
+    cuda = device.type == "cuda"
+    if dtype_unsupported_reason(torch.bfloat16, device) is None:
+        autocast = torch.bfloat16
+    elif cuda and cuda_capability(device) >= (7, 0):
+        autocast = torch.float16
+    else:
+        autocast = None
+    tricks = Tricks(
+        set_to_none=True,
+        compile_mode="default",
+        autocast=autocast,
+        # NHWC pays where tensor cores read it; on CPUs it measured slower (see test_channels_last_training).
+        channels_last=cuda and cuda_capability(device) >= (7, 0),
+        pin_memory=cuda,
+        non_blocking=cuda,
+    )
+    if tricks.channels_last and workload.misfit(replace(OFF, channels_last=True)):
+        tricks = replace(tricks, channels_last=False)
+    if tricks.pin_memory and workload.misfit(replace(OFF, pin_memory=True)):
+        tricks = replace(tricks, pin_memory=False, non_blocking=False)
+    return tricks
+
+
+def in_effect(reference: Trainer, optimized: Trainer) -> tuple[Observer, ...]:
+    """What shows each trick the optimized trainer switches on (and the reference leaves off) acting.
+
+    set_to_none is also checked on the reference, whose zero-filled gradients are the other half of the
+    comparison. Compile is proven by the case's `expect_compiled`.
+    """
+    off, on = reference.tricks, optimized.tricks
+    observers: list[Observer] = []
+    if on.set_to_none and not off.set_to_none:
+        observers += [
+            GradsCleared(lambda: optimized.optimizer, set_to_none=True),
+            GradsCleared(lambda: reference.optimizer, set_to_none=False, side="reference"),
+        ]
+    if on.autocast is not None and off.autocast is None:
+        observers += [Autocast(on.autocast), ChangesNumbers(f"autocast:{dtype_name(on.autocast)}")]
+    if on.channels_last and not off.channels_last:
+        observers.append(ChannelsLast())
+    if on.pin_memory and not off.pin_memory:
+        observers.append(PinnedCopies(non_blocking=on.non_blocking))
+    return tuple(observers)
+
+
+AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def recipe_tricks(training: dict[str, Any] | None) -> Tricks:
+    """The tricks a recipe's TRAINING settings name (`optbench.recipe.TrainingRecipe`); all off for None."""
+    if not training:
+        return OFF
+    return Tricks(**{**training, "autocast": AUTOCAST_DTYPES.get(training["autocast"])})
