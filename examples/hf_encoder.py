@@ -2,13 +2,16 @@
 called with a dict of inputs and returning a `ModelOutput`. Pass a local directory in OPTBENCH_BERT to load real
 weights from it instead.
 
-    python -m optbench advise --model examples/hf_encoder.py:model --inputs examples/hf_encoder.py:inputs
+    python -m optbench advise --model examples/hf_encoder.py:model --inputs examples/hf_encoder.py:inputs \
+        --train examples/hf_encoder.py:train
 """
 
 import os
 
 import torch
-from transformers import BertConfig, BertModel
+from transformers import BertConfig, BertForSequenceClassification, BertModel
+
+from optbench import TrainingSetup
 
 SEQUENCE = 64
 BATCH = 4
@@ -36,3 +39,23 @@ def inputs() -> dict[str, torch.Tensor]:
     attention_mask = torch.ones(BATCH, SEQUENCE, dtype=torch.long)
     attention_mask[BATCH // 2 :, SEQUENCE // 2 :] = 0
     return {"input_ids": input_ids, "attention_mask": attention_mask}
+
+
+def train() -> TrainingSetup:
+    """Fine-tuning for two-class sequence classification: dict batches with `labels`, so the model's own
+    `ModelOutput.loss` is the loss; a class is whether a sequence's first token id is even."""
+    torch.manual_seed(0)
+    classifier = BertForSequenceClassification(config())
+    generator = torch.Generator().manual_seed(1)
+    batches = []
+    for _ in range(6):
+        input_ids = torch.randint(1000, config().vocab_size, (BATCH, SEQUENCE), generator=generator)
+        batches.append({"input_ids": input_ids, "labels": input_ids[:, 0] % 2})
+    return TrainingSetup(
+        model=classifier.train(),
+        loss=lambda outputs, batch: outputs.loss,
+        optimizer=lambda parameters: torch.optim.AdamW(parameters, lr=5e-5),
+        data=batches[:4],
+        heldout=batches[4:],
+        correct=lambda outputs, batch: outputs.logits.argmax(-1) == batch["labels"],
+    )

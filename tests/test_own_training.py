@@ -108,3 +108,16 @@ def test_the_training_techniques_run_on_the_user_s_setup_and_nothing_else_does(t
     assert compiled.compile is not None and compiled.compile.graphs >= 1
     assert {check.metric for check in compiled.accuracy.checks} >= {"loss_path_deviation", "heldout_accuracy_drop"}
     assert all(not record.verdict.failures for record in records.values()), run.stdout[-3000:]
+
+
+def test_a_hugging_face_model_trains_on_dict_batches_with_its_own_loss(monkeypatch):
+    """examples/hf_encoder.py:train: the default forward passes the dict, labels included; no special case."""
+    monkeypatch.chdir(ROOT)
+    workload = load_training("examples/hf_encoder.py:train", "bert", CPU)
+    case = workload.case(
+        Tricks(set_to_none=True), accuracy=TrainingAgreement(loss_tolerance=0), floor=1, names=("a", "b")
+    )
+    reference, optimized = case.reference_output(), case.optimized_output()
+    assert len(reference.losses) == 4 and reference.heldout_accuracy is not None
+    assert case.accuracy(reference, optimized).passed
+    assert len(case.optimized()) == 1  # one timed step
