@@ -7,7 +7,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def catalogue(*arguments: str, results: Path) -> subprocess.CompletedProcess[str]:
+def catalogue(*arguments: str, results: Path, select: str | None = None) -> subprocess.CompletedProcess[str]:
+    """The catalogue run with `arguments`; with `select`, only the cases `-k select` names, each timed for 1 s."""
     command = [sys.executable, "-m", "pytest", "benchmarks", "-p", "no:cacheprovider", "-rs", "-q"]
     command += ["--results-dir", str(results), *arguments]
+    command += ["-k", select, "--case-budget", "1"] if select else []
     return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)

@@ -115,11 +115,8 @@ def test_a_technique_that_breaks_the_model_is_that_case_s_outcome_and_the_run_go
         f"{MODELS}:breaks_in_bf16",
         "--inputs",
         f"{MODELS}:features",
-        "-k",
-        "reduced_precision or grad-vs-no_grad or channels_last",
-        "--case-budget",
-        "1",
         results=results,
+        select="reduced_precision or grad-vs-no_grad or channels_last",
     )
     assert run.returncode == 0, run.stdout[-3000:]
     assert "does not work on this model: RuntimeError during first calls (compilation)" in run.stdout
@@ -136,11 +133,8 @@ def test_a_recurrent_model_with_dict_outputs_runs_through_compile(tmp_path):
         f"{MODELS}:tagger",
         "--inputs",
         f"{MODELS}:sentences",
-        "-k",
-        "compile and default",
-        "--case-budget",
-        "1",
         results=results,
+        select="compile and default",
     )
     records = {record.variant: record for record in read_records(results)}
     assert run.returncode == 0, run.stdout[-3000:]

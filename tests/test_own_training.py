@@ -90,11 +90,8 @@ def test_the_training_techniques_run_on_the_user_s_setup_and_nothing_else_does(t
         "examples/cnn_bn.py:train",
         "--model-name",
         "cnn_bn",
-        "-k",
-        "zero_grad or compile_training or channels_last",
-        "--case-budget",
-        "1",
         results=results,
+        select="zero_grad or compile_training or channels_last",
     )
     assert run.returncode == 0, run.stdout[-3000:]
     records = {record.case.rpartition("::")[2]: record for record in read_records(results)}
