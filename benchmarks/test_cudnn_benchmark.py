@@ -11,7 +11,11 @@ every stage; no other case uses non-square images.
 Swapped geometry is not free on a GPU, though: the fixed shapes keep both
 sides multiples of 32 (224 x 320 in `standard`), and an off/off control of the
 two orientations measures what the swap alone is worth, one image more per
-batch so that its shapes are its own too."""
+batch so that its shapes are its own too.
+
+The user's model (--model) has no transposed twin: its fixed-shape case runs
+each side in a fresh process of its own instead (optbench.techniques.
+cudnn_benchmark_apart); the control and the varying shapes need the twin."""
 
 from __future__ import annotations
 
@@ -24,12 +28,13 @@ import torch
 from torch import nn
 
 from fixtures.models import transposed
-from optbench import Case, Close, Requires
+from optbench import Case, Close
 from optbench.in_effect import SettingInside
 from optbench.switches import Change, under
+from optbench.techniques import CUDNN_PLANS as CUDA
+from optbench.techniques import cudnn_benchmark_apart
 from optbench.workload import InferenceWorkload
 
-CUDA = Requires(cuda=True, why="cudnn.benchmark chooses among cuDNN convolution algorithms")
 BENCHMARK_OFF = ((torch.backends.cudnn, "benchmark", False),)
 BENCHMARK_ON = ((torch.backends.cudnn, "benchmark", True),)
 # Same numbers up to the algorithm's summation order, or no further from fp64 (convolutions are TF32 by default).
@@ -66,8 +71,8 @@ def resnets(workload, device, profile) -> tuple[nn.Module, nn.Module]:
     if workload.own_model:
         pytest.skip(
             CUDA.unmet(device, profile.name)
-            or f"cudnn.benchmark is not measured on {workload.name}: its two sides need input shapes of their own, "
-            "which only a model that computes the same function on transposed images (the built-in ResNet) allows"
+            or f"not measured on {workload.name}: its two sides need input shapes of their own, which only a model "
+            "that computes the same function on transposed images (the built-in ResNet) allows"
         )
     return workload.model(), transposed(workload.model())
 
@@ -119,13 +124,18 @@ def orientations(
 
 
 @pytest.mark.workloads("resnet")
-def test_fixed_shapes(optbench, resnets, images, images_fp64_output):
+def test_fixed_shapes(optbench, workload, profile, request):
+    if workload.own_model:
+        with cudnn_benchmark_apart(workload, profile.name, workload.floor(lambda: FIXED_SHAPES_FLOOR)) as case:
+            optbench.run(case)
+        return
+    resnets, images, fp64_output = map(request.getfixturevalue, ("resnets", "images", "images_fp64_output"))
     with torch.inference_mode():
         optbench.run(
             orientations(
                 resnets,
                 images,
-                images_fp64_output,
+                fp64_output,
                 BENCHMARK_ON,
                 floor=FIXED_SHAPES_FLOOR,
                 names=("benchmark off", "benchmark on"),

@@ -30,12 +30,12 @@ from .advice import (
 from .agreement import Agreement, agreement_markdown
 from .calibration import calibrate, calibration_markdown
 from .changes import RECENT_NIGHTS, alert_markdown, case_changes
-from .confirmation import absolute_spec
 from .crossrun import crossrun_markdown, plot_speedups
 from .drift import Drift, drift_markdown
 from .history import HistoryError, Night, add_run, history_table, read_history, series
 from .order import OrderCheckError, check_order, collect, order_markdown, timed_records
 from .outputs import OutputError, writable_folder
+from .own_model import absolute_spec
 from .record import Record, read_records
 from .runs import RunFileError, load_run
 from .torch_pair import PairError, check_pair

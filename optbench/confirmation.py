@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from .own_model import absolute_spec
 from .record import Record, read_records
 from .runner import Confirmation
 
@@ -58,16 +59,6 @@ def _options(config: pytest.Config, values: tuple[str, ...], flags: tuple[str, .
         if value is not None and value != "":
             arguments += [f"--{name.replace('_', '-')}", str(value)]
     return arguments + [f"--{name.replace('_', '-')}" for name in flags if config.getoption(name, False)]
-
-
-def absolute_spec(spec: str) -> str:
-    """`spec` with its file path, if it names one, made absolute: `path/to/file.py:function` or `file.py`."""
-    where, colon, name = spec.rpartition(":")
-    if not colon:
-        return str(Path(spec).resolve()) if spec.endswith(".py") else spec
-    if where.endswith(".py") or "/" in where:
-        return f"{Path(where).resolve()}:{name}"
-    return spec
 
 
 def _passed_on(config: pytest.Config) -> list[str]:

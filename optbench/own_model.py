@@ -40,6 +40,16 @@ class SpecError(Exception):
     """A SPEC that cannot be measured, in one line that names it and says what to fix."""
 
 
+def absolute_spec(spec: str) -> str:
+    """`spec` with its file path, if it names one, made absolute: `path/to/file.py:function` or `file.py`."""
+    where, colon, name = spec.rpartition(":")
+    if not colon:
+        return str(Path(spec).resolve()) if spec.endswith(".py") else spec
+    if where.endswith(".py") or "/" in where:
+        return f"{Path(where).resolve()}:{name}"
+    return spec
+
+
 def load_function(spec: str, option: str) -> Callable[..., Any]:
     """The function `spec` names, imported from its module or file."""
     where, colon, name = spec.rpartition(":")
@@ -132,7 +142,13 @@ def load_workload(
     _check_batch(batch, inputs_spec)
     model, batch = model.to(device), batch_to(batch, device)
     _check_forward(model, batch, model_spec, inputs_spec)
-    return InferenceWorkload(name or model_spec.rpartition(":")[2], lambda: copy.deepcopy(model), batch, own_model=True)
+    return InferenceWorkload(
+        name or model_spec.rpartition(":")[2],
+        lambda: copy.deepcopy(model),
+        batch,
+        own_model=True,
+        specs=(absolute_spec(model_spec), absolute_spec(inputs_spec)),
+    )
 
 
 def _check_forward(model: nn.Module, batch: Batch, model_spec: str, inputs_spec: str) -> None:

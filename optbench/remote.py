@@ -2,8 +2,11 @@
 
 The allocator is fixed when a process starts (optbench.allocator), so a case
 that compares allocators runs each side in a new `python -m optbench.remote`
-started with that allocator's environment. The worker builds an inference
-workload of `fixtures.models` and its variant (eager, or `torch.compile`
+started with that allocator's environment; cuDNN's plan for a shape is fixed
+the first time a process meets it, so cudnn.benchmark on the user's model
+(which has no transposed twin to give each side shapes of its own) does the
+same. The worker builds an inference workload of `fixtures.models`, or the
+user's `--model`/`--inputs`, and its variant (eager, or `torch.compile`
 default), then answers requests: `call()` runs one forward and replies when it
 is done, so the parent's block timer times the round trip, whose overhead (a few
 tens of microseconds of pipe traffic) is the same on both sides; `output()`
@@ -57,6 +60,11 @@ class WorkerSpec:
     """One of VARIANTS."""
     threads: int
     """Intra-op threads: the parent's, so that both sides and in-process cases use the same."""
+    model: str | None = None
+    inputs: str | None = None
+    """The user's --model and --inputs SPECs (absolute): the worker builds that model instead of `workload`."""
+    cudnn_benchmark: bool | None = None
+    """torch.backends.cudnn.benchmark, set before the worker meets any shape (cuDNN keeps the plan chosen then)."""
 
 
 @dataclass(frozen=True)
@@ -67,6 +75,8 @@ class WorkerReport:
     graphs: int
     graph_breaks: int
     threads: int
+    cudnn_benchmark: bool | None = None
+    """torch.backends.cudnn.benchmark as the model's forward last read it."""
 
 
 @dataclass(frozen=True)
@@ -221,19 +231,27 @@ class _Served:
     def __init__(self, spec: WorkerSpec) -> None:
         import torch
 
-        from fixtures.models import inference_workload
-
         torch.set_num_threads(spec.threads)
+        if spec.cudnn_benchmark is not None:
+            torch.backends.cudnn.benchmark = spec.cudnn_benchmark
         self.torch = torch
         self.device = torch.device(spec.device)
-        workload = inference_workload(spec.workload, spec.profile, self.device)
-        self.inputs = workload.inputs
+        if spec.model is not None:
+            from .own_model import load_workload
+
+            workload = load_workload(spec.model, spec.inputs, spec.workload, self.device)
+        else:
+            from fixtures.models import inference_workload
+
+            workload = inference_workload(spec.workload, spec.profile, self.device)
         model = workload.model()
-        self.model = torch.compile(model) if spec.variant == "compile:default" else model
+        self.cudnn_benchmark: bool | None = None
+        model.register_forward_pre_hook(lambda *_: setattr(self, "cudnn_benchmark", torch.backends.cudnn.benchmark))
+        self.call = workload.call(torch.compile(model) if spec.variant == "compile:default" else model)
 
     def forward(self) -> Any:
         with self.torch.inference_mode():
-            output = self.model(self.inputs)
+            output = self.call()
         if self.device.type == "cuda":
             # The reply is the end of the timed round trip; queued kernels must be done by then.
             self.torch.cuda.synchronize(self.device)
@@ -244,12 +262,15 @@ class _Served:
             self.forward()
             return None
         if request == "output":
-            return self.forward().cpu()
+            from torch.utils._pytree import tree_map
+
+            return tree_map(lambda leaf: leaf.cpu() if isinstance(leaf, self.torch.Tensor) else leaf, self.forward())
         if request == "describe":
             from .internals import compile_counts
 
             graphs, breaks = compile_counts()
-            return WorkerReport(detect_allocator(), graphs, sum(breaks.values()), self.torch.get_num_threads())
+            threads = self.torch.get_num_threads()
+            return WorkerReport(detect_allocator(), graphs, sum(breaks.values()), threads, self.cudnn_benchmark)
         raise ValueError(f"unknown request {request!r}")
 
 

@@ -10,8 +10,8 @@ convolution for channels_last to reorder), the case skips with that reason.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
 from types import ModuleType
 from typing import Any
 
@@ -19,10 +19,11 @@ import pytest
 import torch
 from torch import nn
 
-from .accuracy import TF32_MAX_RELATIVE_RMSE, Close, Exact, ReducedPrecision, tensors
-from .case import Case
+from .accuracy import TF32_MAX_RELATIVE_RMSE, Check, Close, Exact, ReducedPrecision, tensors
+from .case import Case, Observed
 from .hardware import AMPERE, AMX, HardwareClass, Requires, cuda_capability, dtype_name
 from .in_effect import AutogradMode, ChangesNumbers, ChannelsLast, Converted, SettingInside, Side
+from .remote import RemoteWorkload, WorkerSpec
 from .switches import Change, under
 from .workload import Batch, InferenceWorkload, batch_as, channels_last_misfit, forward, not_applicable
 
@@ -363,3 +364,53 @@ def recipe(workload: InferenceWorkload, recipe: ModuleType) -> Case:
         expect_compiled=recipe.COMPILE_MODE is not None,
         in_effect=(*converted, *((ChannelsLast(),) if recipe.CHANNELS_LAST else ()), *autograd, *switches),
     )
+
+
+CUDNN_PLANS = Requires(cuda=True, why="cudnn.benchmark chooses among cuDNN convolution algorithms")
+
+
+def benchmark_read_by(side: str, expected: bool) -> Callable[[Observed], Check]:
+    """The check that `side`'s worker ran its model's forward with cudnn.benchmark at `expected`."""
+
+    def check(observed: Observed) -> Check:
+        seen = observed.details[side]["cudnn_benchmark"] if observed.details else None
+        label = f"cudnn.benchmark read in the {side}'s forward: {seen} (expected {expected})"
+        return Check(label if seen == expected else f"not in effect: {label}", int(seen == expected), 1, False)
+
+    return check
+
+
+@contextlib.contextmanager
+def cudnn_benchmark_apart(workload: InferenceWorkload, profile: str, floor: float) -> Iterator[Case]:
+    """Seed 004, section 5, on the user's model: cudnn.benchmark off vs on with fixed shapes, each side in a fresh
+    process of its own (optbench.remote) that sets the flag before meeting a shape, since cuDNN keeps the plan it
+    chose for a shape for the rest of the process whatever the flag says later; the harness times each call's
+    round trip, whose pipe overhead is the same on both sides. The workers are stopped when the block ends."""
+    device = workload.device
+    if unmet := CUDNN_PLANS.unmet(device, profile):
+        pytest.skip(unmet)
+    if not workload.convolves():
+        not_applicable(workload.name, "cudnn.benchmark", "it runs no convolution, and only cuDNN convolutions plan")
+    assert workload.specs is not None, "only the user's model is rebuilt from its SPECs"
+    model, inputs = workload.specs
+
+    def side(benchmark: bool) -> RemoteWorkload:
+        spec = WorkerSpec(
+            workload.name, profile, str(device), "eager", torch.get_num_threads(), model, inputs, benchmark
+        )
+        return RemoteWorkload(spec, "system")
+
+    with side(False) as reference, side(True) as optimized:
+        yield workload.case(
+            reference.call,
+            optimized.call,
+            reference_output=reference.output,
+            optimized_output=optimized.output,
+            accuracy=REORDERED,
+            floor=floor,
+            requires=CUDNN_PLANS,
+            names=("benchmark off", "benchmark on"),
+            variant="benchmark",
+            details=lambda: {"reference": asdict(reference.describe()), "optimized": asdict(optimized.describe())},
+            checks=(benchmark_read_by("reference", False), benchmark_read_by("optimized", True)),
+        )

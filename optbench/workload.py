@@ -114,6 +114,8 @@ class InferenceWorkload:
     own_model: bool = False
     """The user's model (--model): floors are not promises there, and a technique that raises on it is a finding
     ("does not work on this model"), not a harness failure."""
+    specs: tuple[str, str] | None = None
+    """The user's --model and --inputs SPECs, absolute: how another process builds the same workload."""
 
     def model(self, dtype: torch.dtype | None = None, memory_format: torch.memory_format | None = None) -> nn.Module:
         model = self.build()
@@ -158,6 +160,11 @@ class InferenceWorkload:
         model = self.model()
         with torch.inference_mode():
             return operations_of(self.call(model))
+
+    @property
+    def device(self) -> torch.device:
+        """Where the workload runs: its inputs' device."""
+        return next(leaf.device for leaf in tree_leaves(self.inputs) if isinstance(leaf, torch.Tensor))
 
     def convolves(self) -> bool:
         return bool(self.operations & CONVOLUTIONS)

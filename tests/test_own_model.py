@@ -8,11 +8,13 @@ import torch
 from transformers.modeling_outputs import BaseModelOutput
 
 from optbench.accuracy import Close, Leaves
-from optbench.hardware import dtype_unsupported_reason
+from optbench.case import Observed
+from optbench.compilation import CompileActivity
+from optbench.hardware import Requires, dtype_unsupported_reason
 from optbench.own_model import SpecError, load_workload
 from optbench.record import read_records
 from optbench.runner import raised_by_harness
-from optbench.techniques import reduced_precision
+from optbench.techniques import cudnn_benchmark_apart, reduced_precision
 from tests.catalogue_run import catalogue
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -158,3 +160,29 @@ def test_the_hugging_face_example_takes_a_dict_and_its_model_output_is_compared_
         last_hidden_state=optimized.last_hidden_state.flip(0), pooler_output=optimized.pooler_output
     )
     assert not case.accuracy(reference, broken, case.fp64_output()).passed
+
+
+def test_cudnn_benchmark_on_the_user_s_model_needs_cuda_and_says_so(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    workload = load_workload("examples/cnn_bn.py:model", "examples/cnn_bn.py:inputs", "cnn", CPU)
+    with pytest.raises(pytest.skip.Exception, match=r"needs a CUDA device: cudnn\.benchmark chooses among cuDNN"):
+        with cudnn_benchmark_apart(workload, "smoke", 1.0):
+            pass
+
+
+def test_cudnn_benchmark_on_the_user_s_model_sets_the_flag_before_each_side_s_process_meets_a_shape(monkeypatch):
+    """The CUDA path on the CPU, its requirement lifted: each side a fresh worker that builds the user's model from
+    its SPECs with the flag set first, read back from inside the model's forward."""
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setattr("optbench.techniques.CUDNN_PLANS", Requires())
+    workload = load_workload("examples/cnn_bn.py:model", "examples/cnn_bn.py:inputs", "cnn", CPU)
+    with cudnn_benchmark_apart(workload, "smoke", 1.0) as case:
+        case.reference(), case.optimized()
+        assert case.accuracy(case.reference_output(), case.optimized_output(), case.fp64_output()).passed
+        details = case.details()
+    assert (details["reference"]["cudnn_benchmark"], details["optimized"]["cudnn_benchmark"]) == (False, True)
+    observed = Observed(details, CompileActivity())
+    assert all(check(observed).passed for check in case.checks)
+    # A worker that never set the flag (a planted no-op) fails the optimized side's check.
+    details["optimized"]["cudnn_benchmark"] = False
+    assert [check(observed).passed for check in case.checks] == [True, False]
