@@ -293,6 +293,19 @@ def loss_path_deviation(optimized: TrainingOutcome, reference: TrainingOutcome) 
     return gap / scale if scale else math.inf
 
 
+def parameter_deviation(optimized: TrainingOutcome, reference: TrainingOutcome) -> float:
+    """The largest gap between two runs' trained parameters, relative to the reference's largest parameter."""
+    gap = max(
+        float((o.double() - r.double()).abs().max())
+        for o, r in zip(optimized.parameters, reference.parameters, strict=True)
+    )
+    scale = max(float(r.double().abs().max()) for r in reference.parameters)
+    return gap / scale if scale else math.inf
+
+
+Deviation = Callable[[TrainingOutcome, TrainingOutcome], float]
+
+
 @dataclass(frozen=True)
 class TrainingAgreement:
     """Two training runs from one seed: the losses follow the same path and the optimized run learns as well.
@@ -314,6 +327,9 @@ class TrainingAgreement:
     On the smoke LN-MLP everything is 100x smaller (0.004 vs 0.002) and the
     limit follows it. Without a bound spread the fixed `loss_tolerance` is
     the limit; 0 demands bitwise-identical losses and parameters instead.
+    `deviation` says what is compared: the loss path, or (for techniques that
+    only reorder an optimizer's floating-point work, with a jitter of fp32's
+    own unit roundoff) `parameter_deviation`, the trained parameters.
     Both runs must reach `min_accuracy` on held-out data (well over chance,
     or the comparison proves nothing), and the optimized one may trail the
     reference by at most `max_accuracy_drop`.
@@ -326,9 +342,14 @@ class TrainingAgreement:
     no chance level is known (the user's setup)."""
     jitter: float | None = None
     spread_multiplier: float = 3.0
-    natural_spread: Callable[[float], float] | None = None
+    jitter_every_step: bool = False
+    """Jitter the weights after every optimizer step too, not only at the start: rounding that differs in each
+    step, as an optimizer that reorders its arithmetic does."""
+    natural_spread: Callable[[float, Deviation, bool], float] | None = None
+    """The reference's spread under `jitter`, by `deviation` (bound by the training workload)."""
     max_spread: float = 1.0
     """A reference whose path moves by its mean loss under rounding-sized jitter is chaos: nothing to compare."""
+    deviation: Deviation = loss_path_deviation
 
     def _loss_path(self, reference: TrainingOutcome, optimized: TrainingOutcome) -> list[Check]:
         if self.loss_tolerance == 0 and self.jitter is None:
@@ -336,13 +357,14 @@ class TrainingAgreement:
                 (reference.losses, *reference.parameters), (optimized.losses, *optimized.parameters)
             ).headline
             return [identical]
-        deviation = loss_path_deviation(optimized, reference)
+        metric = self.deviation.__name__
+        deviation = self.deviation(optimized, reference)
         if self.jitter is None or self.natural_spread is None:
-            return [Check("loss_path_deviation", deviation, self.loss_tolerance, True)]
-        spread = self.natural_spread(self.jitter)
+            return [Check(metric, deviation, self.loss_tolerance, True)]
+        spread = self.natural_spread(self.jitter, self.deviation, self.jitter_every_step)
         return [
-            Check("loss_path_deviation", deviation, self.spread_multiplier * spread, True),
-            Check("reference_loss_path_spread", spread, self.max_spread, True),
+            Check(metric, deviation, self.spread_multiplier * spread, True),
+            Check(f"reference_{metric.removesuffix('_deviation')}_spread", spread, self.max_spread, True),
         ]
 
     def __call__(self, reference: TrainingOutcome, optimized: TrainingOutcome, fp64: Any | None = None) -> Accuracy:

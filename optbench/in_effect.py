@@ -307,6 +307,32 @@ class GradsCleared:
         return InEffect(technique, ok, f"left {none} of {total} gradients None")
 
 
+OPTIMIZER_KERNELS = {"foreach": "aten._foreach_", "fused": "aten._fused_"}
+"""What each implementation of a torch.optim step dispatches: multi-tensor ops, or one fused kernel per group."""
+
+
+@dataclass(frozen=True)
+class OptimizerKernels:
+    """One call's optimizer steps dispatched the kernels of `implementation`: `_foreach_*` ops for "foreach",
+    `_fused_*` for "fused", neither for "for-loop" (one op per parameter)."""
+
+    implementation: str
+    side: Side = "optimized"
+
+    def __call__(self, case: Case) -> InEffect:
+        with _OpLog(lambda op: op.startswith(tuple(OPTIMIZER_KERNELS.values()))) as log:
+            _call(case, self.side)
+        seen = {kind for kind, prefix in OPTIMIZER_KERNELS.items() if any(c.op.startswith(prefix) for c in log.calls)}
+        technique = f"optimizer:{self.implementation}"
+        technique = technique if self.side == "optimized" else f"reference {technique}"
+        expected = {self.implementation} & set(OPTIMIZER_KERNELS)
+        # A fused step may dispatch foreach helpers too (e.g. to clip or to unscale); its own kernel must run.
+        ok = "fused" in seen if self.implementation == "fused" else seen == expected
+        return InEffect(
+            technique, ok, f"dispatched {' and '.join(sorted(seen)) or 'neither foreach nor fused'} kernels"
+        )
+
+
 def _numbers(output: Any) -> list[torch.Tensor]:
     if isinstance(output, TrainingOutcome):
         return [output.losses, *output.parameters]

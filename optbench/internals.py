@@ -220,3 +220,19 @@ def mode_uses_cuda_graphs(mode: str) -> bool:
         # No warning needed: the modes that add CUDA graphs are documented by name.
         return mode in _CUDA_GRAPH_MODES
     return bool(list_mode_options(mode).get("triton.cudagraphs"))
+
+
+def fused_optimizer_devices() -> frozenset[str]:
+    """The device types torch.optim has fused (`fused=True`) kernels for."""
+    try:
+        from torch.utils._foreach_utils import _get_fused_kernels_supported_devices
+    except ImportError:
+        warnings.warn(
+            missing(
+                "torch.utils._foreach_utils._get_fused_kernels_supported_devices",
+                "fused optimizer cases assume CUDA only",
+            ),
+            stacklevel=2,
+        )
+        return frozenset({"cuda"})
+    return frozenset(_get_fused_kernels_supported_devices())

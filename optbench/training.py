@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import inspect
 import itertools
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
@@ -33,11 +34,11 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, IterableDataset
 
-from .accuracy import Comparator, TrainingAgreement, TrainingOutcome, loss_path_deviation
+from .accuracy import Comparator, Deviation, TrainingAgreement, TrainingOutcome, parameter_deviation
 from .case import Case
 from .hardware import HardwareClass, Requires, cuda_capability, dtype_name, dtype_unsupported_reason
-from .in_effect import Autocast, ChangesNumbers, ChannelsLast, GradsCleared, Observer, PinnedCopies
-from .internals import mode_uses_cuda_graphs
+from .in_effect import Autocast, ChangesNumbers, ChannelsLast, GradsCleared, Observer, OptimizerKernels, PinnedCopies
+from .internals import fused_optimizer_devices, mode_uses_cuda_graphs
 from .shared import RunShared
 from .workload import OWN_MODEL_FLOOR, Batch, batch_as, batch_to, channels_last_misfit, not_applicable, operations_of
 
@@ -102,6 +103,11 @@ class Tricks:
     channels_last: bool = False
     pin_memory: bool = False
     non_blocking: bool = False
+    optimizer_impl: str | None = None
+    """The optimizer's implementation (PyTorch's tuning guide): "for-loop", "foreach" or "fused"; None keeps
+    whatever the setup's optimizer chose."""
+    compile_optimizer: bool = False
+    """torch.compile on the optimizer step (PyTorch's "Compiling the optimizer" recipe)."""
 
     @property
     def label(self) -> str:
@@ -113,6 +119,8 @@ class Tricks:
             "channels_last": self.channels_last,
             "pinned": self.pin_memory,
             "non_blocking": self.non_blocking,
+            f"optimizer:{self.optimizer_impl}": self.optimizer_impl is not None,
+            "compiled_optimizer_step": self.compile_optimizer,
         }
         return "+".join(name for name, on in switched_on.items() if on) or "all off"
 
@@ -127,6 +135,38 @@ OFF = Tricks()
 REORDERED_FP32 = TrainingAgreement(loss_tolerance=0.25, max_accuracy_drop=0.1)
 MIXED_PRECISION = TrainingAgreement(loss_tolerance=0.4, max_accuracy_drop=0.15, jitter=2**-8)
 SPREAD_SEEDS = (1, 2, 3, 4, 5)
+OPTIMIZER_ROUNDING = TrainingAgreement(
+    loss_tolerance=0, max_accuracy_drop=0.05, jitter=2**-24, jitter_every_step=True, deviation=parameter_deviation
+)
+"""For techniques that reorder an optimizer's floating-point work (foreach, fused, compiled): the trained
+parameters within three times how far fp32's own rounding moves the reference's: its weights jittered by the
+unit roundoff after every step, as a step that rounds differently moves them (a one-time jitter at the start
+moved a smoke AdamW run 2 ulps, every step 6-7; inductor's compiled AdamW step, 8), or another thread count."""
+OPTIMIZER_IMPLEMENTATIONS = {
+    "for-loop": {"foreach": False, "fused": False},
+    "foreach": {"foreach": True, "fused": False},
+    "fused": {"foreach": False, "fused": True},
+}
+
+
+def with_implementation(optimizer: torch.optim.Optimizer, implementation: str) -> torch.optim.Optimizer:
+    """A new optimizer of `optimizer`'s class, over its parameter groups and options, as `implementation`."""
+    flags = OPTIMIZER_IMPLEMENTATIONS[implementation]
+    groups = [{**group, **flags} for group in optimizer.param_groups]
+    # defaults may hold options its constructor does not take (AdamW's decoupled_weight_decay, from Adam's).
+    accepted = inspect.signature(type(optimizer)).parameters
+    defaults = {name: value for name, value in optimizer.defaults.items() if name in accepted}
+    return type(optimizer)(groups, **{**defaults, **flags})
+
+
+def implementation_misfit(optimizer: torch.optim.Optimizer, implementation: str, device: torch.device) -> str | None:
+    """Why `optimizer` cannot run as `implementation` on `device`; None where it can."""
+    missing = [flag for flag in OPTIMIZER_IMPLEMENTATIONS[implementation] if flag not in optimizer.defaults]
+    if missing:
+        return f"its optimizer {type(optimizer).__name__} takes no {'/'.join(missing)} option"
+    if implementation == "fused" and device.type not in fused_optimizer_devices():
+        return f"torch has no fused optimizer kernels for {device.type}"
+    return None
 
 
 def refuse_cuda_graphs(compile_mode: str | None) -> None:
@@ -182,15 +222,22 @@ class Trainer:
         self.forward_loss = (
             torch.compile(self._forward_loss, mode=tricks.compile_mode) if tricks.compile_mode else self._forward_loss
         )
+        # Through self.optimizer at each call: train() makes a new optimizer, whose step a schedule wraps.
+        self.optimizer_step = torch.compile(self._optimizer_step) if tricks.compile_optimizer else self._optimizer_step
         self.batches = [self.to_device(batch) for batch in workload.fixed_batches()]
         self._calls = 0
         self._host_batches: Iterator[Batch] | None = None
 
     def _optimizer(self) -> tuple[torch.optim.Optimizer, torch.amp.GradScaler | None]:
         optimizer = self.setup.optimizer(self.model.parameters())
+        if self.tricks.optimizer_impl is not None:
+            optimizer = with_implementation(optimizer, self.tricks.optimizer_impl)
         # fp16 gradients underflow without loss scaling; bf16 has fp32's exponent range and needs none.
         scaler = torch.amp.GradScaler(self.workload.device.type) if self.tricks.autocast == torch.float16 else None
         return optimizer, scaler
+
+    def _optimizer_step(self) -> None:
+        self.optimizer.step()
 
     def _forward_loss(self, batch: Batch) -> torch.Tensor:
         dtype = self.tricks.autocast
@@ -206,7 +253,7 @@ class Trainer:
         loss = self.forward_loss(batch)
         if self.scaler is None:
             loss.backward()
-            self.optimizer.step()
+            self.optimizer_step()
         else:
             self.scaler.scale(loss).backward()
             self.scaler.step(self.optimizer)
@@ -233,22 +280,23 @@ class Trainer:
         host_batches = itertools.islice(self._host_batches, self.setup.steps_per_call)
         return self._steps(self.to_device(batch) for batch in host_batches)
 
-    def train(self, jitter: float = 0.0, seed: int = 0) -> TrainingOutcome:
-        """From the initial weights (each scaled by 1 + jitter * N(0, 1) from `seed`): the setup's epochs over its
-        data, then held-out accuracy."""
+    def train(self, jitter: float = 0.0, seed: int = 0, every_step: bool = False) -> TrainingOutcome:
+        """From the initial weights (each scaled by 1 + jitter * N(0, 1) from `seed`, and again after every
+        optimizer step with `every_step`): the setup's epochs over its data, then held-out accuracy."""
         self.model.load_state_dict(self.initial_state)
+        noise = torch.Generator().manual_seed(seed)
         if jitter:
-            noise = torch.Generator().manual_seed(seed)
-            with torch.no_grad():
-                for parameter in self.model.parameters():
-                    parameter.mul_(1 + jitter * torch.randn(parameter.shape, generator=noise).to(parameter))
+            self._jitter(jitter, noise)
         self.model.zero_grad(set_to_none=True)
         self.optimizer, self.scaler = self._optimizer()
         scheduler = self.setup.scheduler(self.optimizer) if self.setup.scheduler else None
         data = self.workload.loading(0, pin_memory=True) if self.tricks.pin_memory else self.setup.data
         losses: list[torch.Tensor] = []
         for epoch in range(self.setup.epochs):
-            losses += self._steps(self.to_device(batch) for batch in self.workload.epoch(epoch, data))
+            for batch in self.workload.epoch(epoch, data):
+                losses.append(self.step(self.to_device(batch)))
+                if jitter and every_step:
+                    self._jitter(jitter, noise)
             if scheduler is not None:
                 scheduler.step()
         return TrainingOutcome(
@@ -256,6 +304,11 @@ class Trainer:
             heldout_accuracy=self.heldout_accuracy(),
             parameters=tuple(p.detach().clone() for p in self.model.parameters()),
         )
+
+    @torch.no_grad()
+    def _jitter(self, jitter: float, noise: torch.Generator) -> None:
+        for parameter in self.model.parameters():
+            parameter.mul_(1 + jitter * torch.randn(parameter.shape, generator=noise).to(parameter))
 
     @torch.no_grad()
     def heldout_accuracy(self) -> float | None:
@@ -315,22 +368,24 @@ class TrainingWorkload:
         is a property of the workload and its tricks, not of the case comparing against it."""
         return self.outcomes.get((self.name, self.data_name, trainer.tricks, "rerun"), trainer.train)
 
-    def natural_spread(self, tricks: Tricks, jitter: float) -> float:
-        """How far the `tricks` run's loss path moves under rounding-sized changes: initial weights jittered
-        by `jitter` under `SPREAD_SEEDS`, and another thread count (1, or 2 where this run has 1)."""
-        return self.spreads.get((self.name, self.data_name, tricks, jitter), lambda: self._spread(tricks, jitter))
+    def natural_spread(self, tricks: Tricks, jitter: float, deviation: Deviation, every_step: bool = False) -> float:
+        """How far the `tricks` run moves by `deviation` (its loss path, its trained parameters) under
+        rounding-sized changes: weights jittered by `jitter` under `SPREAD_SEEDS` (at the start, or after every
+        step too), and another thread count (1, or 2 where this run has 1)."""
+        key = (self.name, self.data_name, tricks, jitter, deviation.__name__, every_step)
+        return self.spreads.get(key, lambda: self._spread(tricks, jitter, deviation, every_step))
 
-    def _spread(self, tricks: Tricks, jitter: float) -> float:
+    def _spread(self, tricks: Tricks, jitter: float, deviation: Deviation, every_step: bool) -> float:
         trainer = self.trainer(tricks)
         reference = self.outcome(trainer)
-        moved = [trainer.train(jitter, seed) for seed in SPREAD_SEEDS]
+        moved = [trainer.train(jitter, seed, every_step) for seed in SPREAD_SEEDS]
         threads = torch.get_num_threads()
         torch.set_num_threads(2 if threads == 1 else 1)
         try:
             moved.append(trainer.train())
         finally:
             torch.set_num_threads(threads)
-        return max(loss_path_deviation(run, reference) for run in moved)
+        return max(deviation(run, reference) for run in moved)
 
     @functools.cached_property
     def operations(self) -> frozenset[str]:
@@ -351,6 +406,12 @@ class TrainingWorkload:
             return why
         if tricks.pin_memory and not isinstance(self.setup.data, DataLoader):
             return "its data is not a DataLoader, and pinned memory is what a DataLoader's pin_memory gives"
+        if tricks.optimizer_impl is not None:
+            optimizer = self.setup.optimizer(copy.deepcopy(self.setup.model).parameters())
+            if why := implementation_misfit(optimizer, tricks.optimizer_impl, self.device):
+                return why
+        if tricks.compile_optimizer and tricks.autocast == torch.float16:
+            return "a GradScaler steps the optimizer itself, so a compiled step is not what runs under fp16 autocast"
         return None
 
     def case(
@@ -392,7 +453,8 @@ class TrainingWorkload:
             names=names,
             variant=variant,
             workload=self.name if self.own_model else "",
-            expect_compiled=optimized.compile_mode is not None and reference.compile_mode is None,
+            expect_compiled=(optimized.compile_mode is not None and reference.compile_mode is None)
+            or (optimized.compile_optimizer and not reference.compile_optimizer),
             in_effect=in_effect(slow, fast),
             model_may_break=self.own_model,
         )
@@ -443,6 +505,12 @@ def in_effect(reference: Trainer, optimized: Trainer) -> tuple[Observer, ...]:
         observers.append(ChannelsLast())
     if on.pin_memory and not off.pin_memory:
         observers.append(PinnedCopies(non_blocking=on.non_blocking))
+    if on.optimizer_impl != off.optimizer_impl:
+        observers += [
+            OptimizerKernels(implementation, side)
+            for implementation, side in ((on.optimizer_impl, "optimized"), (off.optimizer_impl, "reference"))
+            if implementation is not None
+        ]
     return tuple(observers)
 
 

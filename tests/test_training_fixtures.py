@@ -6,7 +6,7 @@ import torch
 from benchmarks.test_compile_training import MODES
 from fixtures.data import load_cifar10, synthetic_cifar, synthetic_split
 from fixtures.training import SPECS, TrainingSpec, training_workload, wide_mlp
-from optbench.accuracy import TrainingAgreement, TrainingOutcome
+from optbench.accuracy import TrainingAgreement, TrainingOutcome, loss_path_deviation
 from optbench.hardware import dtype_unsupported_reason
 from optbench.training import MIXED_PRECISION, OFF, Tricks
 
@@ -115,7 +115,7 @@ def test_natural_spread_sets_the_loss_limit():
     asked: list[float] = []
 
     def spread_of(value):
-        return lambda jitter: asked.append(jitter) or value
+        return lambda jitter, deviation, every_step: asked.append(jitter) or value
 
     tight = TrainingAgreement(loss_tolerance=0.4, jitter=2**-8, natural_spread=spread_of(0.09))(reference, moved)
     assert [check.metric for check in tight.failures] == ["loss_path_deviation"]
@@ -140,11 +140,11 @@ def test_a_references_rerun_is_a_second_training_made_once_per_run():
 def test_natural_spread_measures_jittered_and_rethreaded_runs_once():
     workload = tiny_workload()
     threads = torch.get_num_threads()
-    spread = workload.natural_spread(OFF, 2**-8)
+    spread = workload.natural_spread(OFF, 2**-8, loss_path_deviation)
     assert 0 < spread < 1
     assert torch.get_num_threads() == threads
-    assert workload.natural_spread(OFF, 2**-8) == spread and len(workload.spreads) == 1
-    assert workload.natural_spread(OFF, 2**-4) > spread  # larger perturbations move the path further
+    assert workload.natural_spread(OFF, 2**-8, loss_path_deviation) == spread and len(workload.spreads) == 1
+    assert workload.natural_spread(OFF, 2**-4, loss_path_deviation) > spread  # larger perturbations move it further
 
 
 @pytest.mark.skipif(dtype_unsupported_reason(torch.bfloat16, torch.device("cpu")) is not None, reason="no native bf16")
