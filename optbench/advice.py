@@ -12,7 +12,8 @@ A row's word follows from its record alone:
 The recipe takes every *use* that composes: the fastest reduced dtype, channels_last in that dtype, the fastest
 compile mode, the autograd mode, and (staying in fp32) the fp32 precision switches. Where training was measured,
 its training part takes zero_grad(set_to_none=True), the fastest autocast dtype, the fastest compile mode of the
-training step, channels_last and the faster pinned-memory variant, each where it was marked *use*.
+training step, channels_last, the faster pinned-memory variant, the faster optimizer implementation and the
+compiled optimizer step, each where it was marked *use*.
 """
 
 from __future__ import annotations
@@ -168,6 +169,7 @@ def _training_recipe(used: dict[tuple[str, str], Advice], fastest: Callable[...,
     autocast = fastest("amp", ("autocast:bf16", "autocast:fp16"))
     compiled = fastest("compile_training", ("compile:default", "compile:max-autotune-no-cudagraphs"))
     pinned = fastest("pin_memory", ("pinned", "pinned+non_blocking"))
+    implementation = fastest("optimizer_impl", ("foreach", "fused"))
     return TrainingRecipe(
         set_to_none=("zero_grad", "set_to_none") in used,
         autocast=autocast.removeprefix("autocast:") if autocast else None,
@@ -175,6 +177,8 @@ def _training_recipe(used: dict[tuple[str, str], Advice], fastest: Callable[...,
         channels_last=("channels_last_training", "channels_last") in used,
         pin_memory=pinned is not None,
         non_blocking=pinned == "pinned+non_blocking",
+        optimizer_impl=implementation,
+        compile_optimizer=("compiled_optimizer", "compiled-step") in used,
     )
 
 

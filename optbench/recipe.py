@@ -34,6 +34,9 @@ class TrainingRecipe:
     channels_last: bool = False
     pin_memory: bool = False
     non_blocking: bool = False
+    optimizer_impl: str | None = None
+    """"foreach" or "fused": set on the optimizer's parameter groups, which torch.optim reads at every step."""
+    compile_optimizer: bool = False
 
     @property
     def techniques(self) -> list[str]:
@@ -189,6 +192,15 @@ def training_step(
 
     if tricks.get("compile_mode"):
         forward_loss = torch.compile(forward_loss, mode=tricks["compile_mode"])
+    implementation = {{"foreach": {{"foreach": True, "fused": False}}, "fused": {{"foreach": False, "fused": True}}}}
+    for group in optimizer.param_groups:
+        group.update(implementation.get(tricks.get("optimizer_impl"), {{}}))
+
+    def optimizer_step() -> None:
+        optimizer.step()  # looked up at each call: a schedule attached later wraps it
+
+    if tricks.get("compile_optimizer"):
+        optimizer_step = torch.compile(optimizer_step)
 
     def step(batch: Any) -> torch.Tensor:
         if tricks.get("channels_last"):
@@ -202,7 +214,7 @@ def training_step(
         value = forward_loss(batch)
         if scaler is None:
             value.backward()
-            optimizer.step()
+            optimizer_step()
         else:
             scaler.scale(value).backward()
             scaler.step(optimizer)

@@ -5,7 +5,7 @@ import os
 import re
 import subprocess
 import sys
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import pytest
@@ -97,11 +97,20 @@ def test_the_training_part_takes_each_trick_that_paid_and_only_when_training_was
             ("channels_last_training", "channels_last", (1.2, 1.1, 1.3)),
             ("pin_memory", "pinned", (1.1, 1.05, 1.15)),
             ("pin_memory", "pinned+non_blocking", (1.3, 1.2, 1.4)),
+            ("optimizer_impl", "foreach", (1.2, 1.1, 1.3)),
+            ("optimizer_impl", "fused", (1.4, 1.3, 1.5)),
+            ("compiled_optimizer", "compiled-step", (1.2, 1.1, 1.3)),
         ]
     ]
     assert choose_recipe(advice).training is None
     assert choose_recipe(advice, training=True).training == TrainingRecipe(
-        set_to_none=True, autocast="bf16", channels_last=True, pin_memory=True, non_blocking=True
+        set_to_none=True,
+        autocast="bf16",
+        channels_last=True,
+        pin_memory=True,
+        non_blocking=True,
+        optimizer_impl="fused",
+        compile_optimizer=True,
     )
 
 
@@ -111,7 +120,7 @@ def test_a_recipe_s_training_step_gives_the_numbers_of_the_tricks_it_names(tmp_p
     trainer's when the recipe names other tricks."""
     monkeypatch.chdir(ROOT)
     workload = load_training("examples/cnn_bn.py:train", None, torch.device("cpu"))
-    tricks = Tricks(set_to_none=True, autocast=torch.bfloat16, channels_last=True)
+    tricks = Tricks(set_to_none=True, autocast=torch.bfloat16, channels_last=True, optimizer_impl="fused")
 
     def losses_of(training_recipe):
         recipe = write_recipe(tmp_path, Recipe(training=training_recipe))
@@ -122,9 +131,10 @@ def test_a_recipe_s_training_step_gives_the_numbers_of_the_tricks_it_names(tmp_p
 
     trainer = workload.trainer(tricks)
     expected = torch.stack([trainer.timed_steps()[0] for _ in range(3)])
-    assert recipe_tricks(asdict(TrainingRecipe(set_to_none=True, autocast="bf16", channels_last=True))) == tricks
-    assert torch.equal(losses_of(TrainingRecipe(set_to_none=True, autocast="bf16", channels_last=True)), expected)
-    assert not torch.equal(losses_of(TrainingRecipe(set_to_none=True, channels_last=True)), expected)
+    recipe = TrainingRecipe(set_to_none=True, autocast="bf16", channels_last=True, optimizer_impl="fused")
+    assert recipe_tricks(asdict(recipe)) == tricks
+    assert torch.equal(losses_of(recipe), expected)
+    assert not torch.equal(losses_of(replace(recipe, autocast=None)), expected)
 
 
 def write_recipe(tmp_path, recipe):
