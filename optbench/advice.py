@@ -238,7 +238,8 @@ def run_cases(root: Path, arguments: Sequence[str], results: Path, model_name: s
                 if character != "\n":
                     line += character
                     node = NODE.match(line)
-                    if node and not announced and line.endswith(" "):
+                    # Only while cases are left: a failure's report after the last one names a case too.
+                    if node and not announced and line.endswith(" ") and (not total or done < total):
                         announced = True
                         label = technique_label(node.group(1), model_name)
                         print(f"  {phase} [{done + 1}/{total or '?'}] measuring {label} ...", flush=True)
