@@ -66,15 +66,20 @@ def non_square(side: int, index: int) -> tuple[int, int]:
 
 
 @pytest.fixture
-def resnets(workload, device, profile) -> tuple[nn.Module, nn.Module]:
-    """The workload's ResNet and its transpose."""
-    if workload.own_model:
+def resnets(workload) -> tuple[nn.Module, nn.Module] | None:
+    """The workload's ResNet and its transpose; None for the user's model, which has no transposed twin."""
+    return None if workload.own_model else (workload.model(), transposed(workload.model()))
+
+
+def twin(resnets, workload, device, profile) -> tuple[nn.Module, nn.Module]:
+    """`resnets`, or for the user's model a skip with the reason (the CUDA one first)."""
+    if resnets is None:
         pytest.skip(
             CUDA.unmet(device, profile.name)
             or f"not measured on {workload.name}: its two sides need input shapes of their own, which only a model "
             "that computes the same function on transposed images (the built-in ResNet) allows"
         )
-    return workload.model(), transposed(workload.model())
+    return resnets
 
 
 def fixed_images(workload: InferenceWorkload, batch: int) -> torch.Tensor:
@@ -93,13 +98,13 @@ def fp64_output_of(workload: InferenceWorkload, images: torch.Tensor) -> Callabl
 
 
 @pytest.fixture
-def images(workload) -> torch.Tensor:
-    return fixed_images(workload, workload.inputs.shape[0])
+def images(workload) -> torch.Tensor | None:
+    return None if workload.own_model else fixed_images(workload, workload.inputs.shape[0])
 
 
 @pytest.fixture
-def images_fp64_output(workload, images) -> Callable[[], torch.Tensor]:
-    return fp64_output_of(workload, images)
+def images_fp64_output(workload, images) -> Callable[[], torch.Tensor] | None:
+    return None if images is None else fp64_output_of(workload, images)
 
 
 def orientations(
@@ -124,18 +129,17 @@ def orientations(
 
 
 @pytest.mark.workloads("resnet")
-def test_fixed_shapes(optbench, workload, profile, request):
-    if workload.own_model:
+def test_fixed_shapes(optbench, workload, profile, resnets, images, images_fp64_output):
+    if resnets is None:  # the user's model: each side in a process of its own instead
         with cudnn_benchmark_apart(workload, profile.name, workload.floor(lambda: FIXED_SHAPES_FLOOR)) as case:
             optbench.run(case)
         return
-    resnets, images, fp64_output = map(request.getfixturevalue, ("resnets", "images", "images_fp64_output"))
     with torch.inference_mode():
         optbench.run(
             orientations(
                 resnets,
                 images,
-                fp64_output,
+                images_fp64_output,
                 BENCHMARK_ON,
                 floor=FIXED_SHAPES_FLOOR,
                 names=("benchmark off", "benchmark on"),
@@ -145,13 +149,14 @@ def test_fixed_shapes(optbench, workload, profile, request):
 
 
 @pytest.mark.workloads("resnet")
-def test_orientation_control(optbench, workload, resnets):
+def test_orientation_control(optbench, workload, resnets, device, profile):
     """test_fixed_shapes with benchmark off on both sides: what its swapped geometry alone is worth.
 
     A bias towards the reference only makes test_fixed_shapes conservative; one towards the transposed side as
     large as its floor's margin would let the flag pass on geometry alone, so that is this control's ceiling.
     Not run on a GPU yet: README's "Check first on a new GPU runner".
     """
+    resnets = twin(resnets, workload, device, profile)
     images = fixed_images(workload, workload.inputs.shape[0] + 1)
     with torch.inference_mode():
         optbench.run(
@@ -169,9 +174,9 @@ def test_orientation_control(optbench, workload, resnets):
 
 
 @pytest.mark.workloads("resnet")
-def test_varying_shapes(optbench, workload, resnets, images, images_fp64_output):
+def test_varying_shapes(optbench, workload, resnets, images, images_fp64_output, device, profile):
     """The seed's warning: with a new input size every call, benchmarking each one costs more than it saves."""
-    model, mirrored = resnets
+    model, mirrored = twin(resnets, workload, device, profile)
     batch, side, device = workload.inputs.shape[0], workload.inputs.shape[-1], workload.inputs.device
     reference_shapes = (non_square(side, index) for index in itertools.count(1))
     optimized_shapes = (non_square(side, index)[::-1] for index in itertools.count(1))

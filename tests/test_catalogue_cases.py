@@ -30,10 +30,11 @@ def test_cudnn_benchmark_fixed_shapes_and_their_control_time_the_flag_alone():
         return images.sum()
 
     runner, resnets = KeepCases(), (resnet, resnet)
-    workload = SimpleNamespace(inputs=torch.zeros(64, 3, 224, 224))  # the `standard` ResNet's inputs
+    workload = SimpleNamespace(inputs=torch.zeros(64, 3, 224, 224), own_model=False)  # the `standard` ResNet's
     images = cudnn_benchmark.fixed_images(workload, 64)
-    cudnn_benchmark.test_fixed_shapes(runner, resnets, images, images_fp64_output=None)
-    cudnn_benchmark.test_orientation_control(runner, workload, resnets)
+    cuda = torch.device("cuda")
+    cudnn_benchmark.test_fixed_shapes(runner, workload, None, resnets, images, images_fp64_output=None)
+    cudnn_benchmark.test_orientation_control(runner, workload, resnets, cuda, None)
     for case in runner.cases:
         case.reference()
         case.optimized()
