@@ -246,7 +246,8 @@ class _Served:
             workload = inference_workload(spec.workload, spec.profile, self.device)
         model = workload.model()
         self.cudnn_benchmark: bool | None = None
-        model.register_forward_pre_hook(lambda *_: setattr(self, "cudnn_benchmark", torch.backends.cudnn.benchmark))
+        if spec.cudnn_benchmark is not None:  # only where it is asked: a hook is work in every timed call
+            model.register_forward_pre_hook(lambda *_: setattr(self, "cudnn_benchmark", torch.backends.cudnn.benchmark))
         self.call = workload.call(torch.compile(model) if spec.variant == "compile:default" else model)
 
     def forward(self) -> Any:
