@@ -140,6 +140,23 @@ class Exact:
         return Accuracy((Check("max_abs_diff", diff, 0.0, lower_is_better=True),))
 
 
+def _identical(reference: Any, optimized: Any) -> bool:
+    ref, opt = tensors(reference), tensors(optimized)
+    return len(ref) == len(opt) and all(
+        r.dtype == o.dtype and r.shape == o.shape and torch.equal(r, o) for r, o in zip(ref, opt, strict=True)
+    )
+
+
+@dataclass(frozen=True)
+class SameBatches:
+    """The same batches in the same order, bitwise: for how data is loaded, which must not change what is loaded."""
+
+    def __call__(self, reference: list[Any], optimized: list[Any], fp64: Any | None = None) -> Accuracy:
+        unmatched = abs(len(reference) - len(optimized))
+        differing = unmatched + sum(not _identical(r, o) for r, o in zip(reference, optimized, strict=False))
+        return Accuracy((Check("batches_differing", differing, 0, lower_is_better=True),))
+
+
 @dataclass(frozen=True)
 class Close:
     """Same numbers up to reordering of floating-point work, as in PyTorch's dynamo benchmark `same()`.

@@ -15,6 +15,7 @@ outputs) under a `TorchDispatchMode`, a forward pre-hook or a wrapped
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -269,6 +270,51 @@ class PinnedCopies:
         if self.non_blocking:
             evidence += f", {len(copies) - waited} of them non_blocking"
         return InEffect(technique, pinned == len(copies) and waited == 0, evidence)
+
+
+@dataclass(frozen=True, eq=False)
+class LoaderWorkers:
+    """Two calls' batches were collated in `num_workers` worker processes (0: in this process), the same ones in both
+    calls if `persistent`, new ones otherwise; the loader prefetches `prefetch_factor` batches per worker.
+
+    `loaded_by` gives the process ids that collated the last call's batches, as the loader tagged them
+    (`optbench.training.Loaded`); `loader` the DataLoader whose settings are read.
+    """
+
+    loader: Callable[[], Any]
+    loaded_by: Callable[[], Sequence[int]]
+    num_workers: int
+    persistent: bool
+    prefetch_factor: int | None
+    side: Side = "optimized"
+
+    def __call__(self, case: Case) -> InEffect:
+        calls = []
+        for _ in range(2):
+            _call(case, self.side)
+            calls.append(set(self.loaded_by()))
+        here = os.getpid()
+        technique = f"{self.side} DataLoader(num_workers={self.num_workers}"
+        technique += ", persistent_workers=True" if self.persistent else ""
+        technique += f", prefetch_factor={self.prefetch_factor})" if self.prefetch_factor else ")"
+        if not all(calls):
+            return InEffect(technique, False, "loaded no batch, so nothing shows who loads them")
+        if self.num_workers == 0:
+            return InEffect(technique, calls == [{here}, {here}], f"collated in processes {sorted(set.union(*calls))}")
+        workers = [len(pids - {here}) for pids in calls]
+        kept = calls[0] == calls[1]
+        read = self.loader().prefetch_factor
+        evidence = (
+            f"collated batches in {workers[0]} and {workers[1]} worker processes in two epochs"
+            f"{' (this process too)' if any(here in pids for pids in calls) else ''}, "
+            f"{'the same ones' if kept else 'new ones'} in the second; prefetch_factor {read}"
+        )
+        acted = (
+            all(here not in pids and len(pids) == self.num_workers for pids in calls)
+            and kept == self.persistent
+            and read == (self.prefetch_factor or 2)
+        )
+        return InEffect(technique, acted, evidence)
 
 
 @dataclass(frozen=True, eq=False)

@@ -21,6 +21,8 @@ Guarded here:
   replays allocate nothing. No public API.
 - `torch._inductor.list_mode_options`: which compile modes turn on CUDA graphs (torch.compile's docstring
   points to it). No public API.
+- `DistributedDataParallel._get_ddp_logging_data`: the options and buckets DDP's C++ reducer runs with, for
+  proof that a DDP setting is in effect. No public API reads them.
 - pytest-benchmark's `BenchmarkFixture._timer` / `_disable_gc`: the timer and gc setting it times with, which
   `--benchmark-timer`, `--benchmark-disable-gc` or a test's benchmark mark chose.
 
@@ -236,3 +238,14 @@ def fused_optimizer_devices() -> frozenset[str]:
         )
         return frozenset({"cuda"})
     return frozenset(_get_fused_kernels_supported_devices())
+
+
+def ddp_logging_data(model: torch.nn.Module) -> dict[str, Any] | None:
+    """What DDP's reducer reports it runs with (bucket sizes and cap, gradient_as_bucket_view, ...); None, with a
+    warning, where this torch has no such report."""
+    try:
+        return dict(model._get_ddp_logging_data())  # type: ignore[operator]
+    except AttributeError:
+        warnings.warn(missing("DistributedDataParallel._get_ddp_logging_data", "DDP cases cannot prove their options"),
+                      stacklevel=2)  # fmt: skip
+        return None

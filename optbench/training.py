@@ -14,6 +14,14 @@ held-out accuracy where the setup has held-out data) for the accuracy check. A
 learning-rate schedule steps once per epoch: the seed stepped its StepLR every
 batch, which froze learning and left its accuracies at chance.
 
+Data loading (PyTorch's tuning guide: worker processes, persistent workers,
+prefetching) is timed over an epoch window instead: one pass from the
+loader's `iter()` to its last batch (at most `WINDOW_BATCHES`), so a
+non-persistent loader's worker start-up is in every call, and nothing is
+loaded off the clock (workers idle between epochs). What is compared there is
+the batches themselves, exactly: a loader with workers must deliver the same
+batches as one without.
+
 `TrainingWorkload.case` turns a setup and the tricks to compare into a `Case`:
 this is the one place that knows how to apply a training technique, for the
 files in `benchmarks/` and for `--train`.
@@ -21,31 +29,44 @@ files in `benchmarks/` and for `--train`.
 
 from __future__ import annotations
 
+import collections
 import copy
 import functools
 import inspect
 import itertools
+import os
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch import nn
-from torch.utils.data import DataLoader, IterableDataset
+from torch.utils.data import DataLoader, IterableDataset, Sampler
 
 from .accuracy import Comparator, Deviation, TrainingAgreement, TrainingOutcome, parameter_deviation
 from .case import Case
 from .hardware import HardwareClass, Requires, cuda_capability, dtype_name, dtype_unsupported_reason
-from .in_effect import Autocast, ChangesNumbers, ChannelsLast, GradsCleared, Observer, OptimizerKernels, PinnedCopies
+from .in_effect import (
+    Autocast,
+    ChangesNumbers,
+    ChannelsLast,
+    GradsCleared,
+    LoaderWorkers,
+    Observer,
+    OptimizerKernels,
+    PinnedCopies,
+)
 from .internals import fused_optimizer_devices, mode_uses_cuda_graphs
 from .shared import RunShared
 from .workload import OWN_MODEL_FLOOR, Batch, batch_as, batch_to, channels_last_misfit, not_applicable, operations_of
 
 SEED = 0
-LOADER_WORKERS = 2
 FIXED_BATCHES = 64
 """At most this many batches are kept on the device for the timed steps (the built-in workloads' whole epoch)."""
+WINDOW_BATCHES = 64
+"""A data-loading case's timed epoch is at most this many batches of the setup's epoch."""
 
 
 def training_forward(model: nn.Module, batch: Batch) -> Any:
@@ -94,6 +115,29 @@ class TrainingSetup:
 
 
 @dataclass(frozen=True)
+class Loading:
+    """How a DataLoader loads the setup's batches (PyTorch's tuning guide: asynchronous data loading)."""
+
+    num_workers: int = 0
+    persistent_workers: bool = False
+    """Workers kept between epochs, so an epoch does not start new processes."""
+    prefetch_factor: int | None = None
+    """Batches each worker loads ahead; None is DataLoader's default (2 with workers)."""
+
+    @property
+    def label(self) -> str:
+        """e.g. `workers:2+persistent+prefetch:4`."""
+        parts = [f"workers:{self.num_workers}"]
+        parts += ["persistent"] if self.persistent_workers else []
+        parts += [f"prefetch:{self.prefetch_factor}"] if self.prefetch_factor is not None else []
+        return "+".join(parts)
+
+
+PINNED_LOADING = Loading(num_workers=2, persistent_workers=True)
+"""Pinned memory is measured through workers, as the seed's loader had them."""
+
+
+@dataclass(frozen=True)
 class Tricks:
     """The speed tricks of seed 000 (and channels_last); all off is the common reference."""
 
@@ -108,6 +152,8 @@ class Tricks:
     whatever the setup's optimizer chose."""
     compile_optimizer: bool = False
     """torch.compile on the optimizer step (PyTorch's "Compiling the optimizer" recipe)."""
+    loading: Loading | None = None
+    """The DataLoader's worker settings; None: the setup's data as it is, and the training step timed alone."""
 
     @property
     def label(self) -> str:
@@ -121,6 +167,7 @@ class Tricks:
             "non_blocking": self.non_blocking,
             f"optimizer:{self.optimizer_impl}": self.optimizer_impl is not None,
             "compiled_optimizer_step": self.compile_optimizer,
+            self.loading.label if self.loading else "": self.loading is not None,
         }
         return "+".join(name for name, on in switched_on.items() if on) or "all off"
 
@@ -184,25 +231,59 @@ def refuse_cuda_graphs(compile_mode: str | None) -> None:
         )
 
 
-def with_loading(data: DataLoader, *, num_workers: int, pin_memory: bool) -> DataLoader:
-    """`data`'s batches in its order, loaded by `num_workers` persistent worker processes (a slice costs no
-    start-up) into pinned memory or not."""
+class Loaded(NamedTuple):
+    """A batch as `with_loading`'s loader delivers it: with the id of the process that collated it."""
+
+    pid: int
+    batch: Batch
+
+
+@dataclass(frozen=True)
+class _Tagged:
+    """`collate_fn`, tagging each batch with the collating process (a class, so spawned workers can pickle it)."""
+
+    collate_fn: Callable[[list[Any]], Batch]
+
+    def __call__(self, samples: list[Any]) -> Loaded:
+        return Loaded(os.getpid(), self.collate_fn(samples))
+
+
+class FirstBatches(Sampler[list[Any]]):
+    """The first `count` batches of each of `batch_sampler`'s epochs."""
+
+    def __init__(self, batch_sampler: Iterable[list[Any]], count: int) -> None:
+        self.batch_sampler = batch_sampler
+        self.count = count
+
+    def __iter__(self) -> Iterator[list[Any]]:
+        return itertools.islice(iter(self.batch_sampler), self.count)
+
+    def __len__(self) -> int:
+        return min(self.count, len(self.batch_sampler))  # type: ignore[arg-type]
+
+
+def with_loading(data: DataLoader, loading: Loading, *, pin_memory: bool) -> DataLoader:
+    """`data`'s batches in its order (each epoch its first `WINDOW_BATCHES`), loaded as `loading` says, into pinned
+    memory or not; each arrives as a `Loaded`."""
     batching = (
         {"batch_size": data.batch_size, "drop_last": data.drop_last}
         if isinstance(data.dataset, IterableDataset)
-        else {"batch_sampler": data.batch_sampler}
+        else {"batch_sampler": FirstBatches(data.batch_sampler, WINDOW_BATCHES)}
         if data.batch_sampler is not None
         else {"batch_size": None, "sampler": data.sampler}
     )
+    prefetch = {"prefetch_factor": loading.prefetch_factor} if loading.prefetch_factor is not None else {}
     return DataLoader(
         data.dataset,
         **batching,
-        collate_fn=data.collate_fn,
-        num_workers=num_workers,
-        persistent_workers=num_workers > 0,
+        collate_fn=_Tagged(data.collate_fn),
+        num_workers=loading.num_workers,
+        persistent_workers=loading.persistent_workers,
         pin_memory=pin_memory,
         worker_init_fn=data.worker_init_fn,
+        multiprocessing_context=data.multiprocessing_context,
         generator=data.generator,
+        **prefetch,
     )
 
 
@@ -227,6 +308,9 @@ class Trainer:
         self.batches = [self.to_device(batch) for batch in workload.fixed_batches()]
         self._calls = 0
         self._host_batches: Iterator[Batch] | None = None
+        self._loader: DataLoader | None = None
+        self.loaded_by: list[int] = []
+        """The processes that collated the batches of the last timed call through a loader."""
 
     def _optimizer(self) -> tuple[torch.optim.Optimizer, torch.amp.GradScaler | None]:
         optimizer = self.setup.optimizer(self.model.parameters())
@@ -270,15 +354,51 @@ class Trainer:
         self._calls += 1
         return self._steps(self.batches[(start + i) % len(self.batches)] for i in range(count))
 
+    def loader(self) -> DataLoader:
+        """The setup's data loaded as the tricks say (with workers for pinned memory); one per trainer, so that
+        persistent workers live across calls."""
+        if self._loader is None:
+            self._loader = self.workload.loading(self.tricks.loading or PINNED_LOADING, self.tricks.pin_memory)
+        return self._loader
+
+    def _unwrapped(self, loaded: Iterable[Loaded]) -> Iterator[Batch]:
+        for pid, batch in loaded:
+            self.loaded_by.append(pid)
+            yield batch
+
     def epoch_slice(self) -> list[torch.Tensor]:
         """`steps_per_call` steps fed by a DataLoader with worker processes, host-to-device copies included."""
         if self._host_batches is None:
-            epochs = itertools.repeat(self.workload.loading(LOADER_WORKERS, self.tricks.pin_memory))
             # One iterator across calls, a new epoch only when one ends: each iter() of a DataLoader with
             # persistent workers drops the batches its workers prefetched and restarts the epoch.
-            self._host_batches = itertools.chain.from_iterable(epochs)
+            self._host_batches = self._unwrapped(itertools.chain.from_iterable(itertools.repeat(self.loader())))
+        self.loaded_by = []
         host_batches = itertools.islice(self._host_batches, self.setup.steps_per_call)
         return self._steps(self.to_device(batch) for batch in host_batches)
+
+    def epoch_pass(self) -> list[torch.Tensor]:
+        """One epoch window through the trainer's loader, from its iter() to its last batch."""
+        self.loaded_by = []
+        return self._steps(self.to_device(batch) for batch in self._unwrapped(self.loader()))
+
+    def batches_seen(self, epochs: int = 2) -> list[Batch]:
+        """The host batches of the first `epochs` epoch windows through the trainer's loader, in order."""
+        loader = self.loader()
+        return [batch for epoch in range(epochs) for _, batch in self.workload.epoch(epoch, loader)]
+
+    def epoch_starts(self) -> list[float]:
+        """Seconds from iter() to the first batch, for a new loader's first epoch and its second: worker
+        start-up, which persistent workers pay once."""
+        loader = self.workload.loading(self.tricks.loading or PINNED_LOADING, self.tricks.pin_memory)
+        starts = []
+        for _ in range(2):
+            start = time.perf_counter()
+            batches = iter(loader)
+            next(batches)
+            starts.append(time.perf_counter() - start)
+            # Drained, so that no worker is still loading when the next epoch's clock starts.
+            collections.deque(batches, maxlen=0)
+        return starts
 
     def train(self, jitter: float = 0.0, seed: int = 0, every_step: bool = False) -> TrainingOutcome:
         """From the initial weights (each scaled by 1 + jitter * N(0, 1) from `seed`, and again after every
@@ -290,10 +410,11 @@ class Trainer:
         self.model.zero_grad(set_to_none=True)
         self.optimizer, self.scaler = self._optimizer()
         scheduler = self.setup.scheduler(self.optimizer) if self.setup.scheduler else None
-        data = self.workload.loading(0, pin_memory=True) if self.tricks.pin_memory else self.setup.data
+        pinned = self.workload.loading(Loading(), pin_memory=True) if self.tricks.pin_memory else None
         losses: list[torch.Tensor] = []
         for epoch in range(self.setup.epochs):
-            for batch in self.workload.epoch(epoch, data):
+            batches = self.workload.epoch(epoch, pinned)
+            for batch in self._unwrapped(batches) if pinned else batches:
                 losses.append(self.step(self.to_device(batch)))
                 if jitter and every_step:
                     self._jitter(jitter, noise)
@@ -346,16 +467,20 @@ class TrainingWorkload:
         """Epoch `epoch` of `data` (default: the setup's), in the same order in every run."""
         data = self.setup.data if data is None else data
         torch.manual_seed(SEED + epoch)
-        if isinstance(data, DataLoader) and data.generator is not None:
-            data.generator.manual_seed(SEED + epoch)
+        # The setup's own loader too: a loader `with_loading` made draws from its generator and sampler.
+        for loader in (self.setup.data, data):
+            if isinstance(loader, DataLoader) and loader.generator is not None:
+                loader.generator.manual_seed(SEED + epoch)
+            if isinstance(loader, DataLoader) and hasattr(loader.sampler, "set_epoch"):
+                loader.sampler.set_epoch(epoch)  # DistributedSampler's convention, SeededSampler's too
         return iter(data)
 
     def fixed_batches(self) -> list[Batch]:
         return list(itertools.islice(self.epoch(0), FIXED_BATCHES))
 
-    def loading(self, num_workers: int, pin_memory: bool) -> DataLoader:
-        assert isinstance(self.setup.data, DataLoader), "pinned memory is only measured through a DataLoader"
-        return with_loading(self.setup.data, num_workers=num_workers, pin_memory=pin_memory)
+    def loading(self, loading: Loading, pin_memory: bool) -> DataLoader:
+        assert isinstance(self.setup.data, DataLoader), "loading is only measured through a DataLoader"
+        return with_loading(self.setup.data, loading, pin_memory=pin_memory)
 
     def trainer(self, tricks: Tricks) -> Trainer:
         return Trainer(self, tricks)
@@ -406,6 +531,10 @@ class TrainingWorkload:
             return why
         if tricks.pin_memory and not isinstance(self.setup.data, DataLoader):
             return "its data is not a DataLoader, and pinned memory is what a DataLoader's pin_memory gives"
+        if tricks.loading is not None and not isinstance(self.setup.data, DataLoader):
+            return "its data is not a DataLoader, whose worker processes are what is measured"
+        if tricks.loading is not None and isinstance(self.setup.data.dataset, IterableDataset):
+            return "its DataLoader reads an IterableDataset, which each worker reads whole unless it splits it itself"
         if tricks.optimizer_impl is not None:
             optimizer = self.setup.optimizer(copy.deepcopy(self.setup.model).parameters())
             if why := implementation_misfit(optimizer, tricks.optimizer_impl, self.device):
@@ -437,15 +566,21 @@ class TrainingWorkload:
                 accuracy = replace(accuracy, natural_spread=partial(self.natural_spread, reference))
             if self.own_model:
                 accuracy = replace(accuracy, min_accuracy=None)
+        loads = optimized.loading is not None
         timed: Callable[[Trainer], Callable[[], list[torch.Tensor]]] = (
-            (lambda trainer: trainer.epoch_slice) if optimized.pin_memory else (lambda trainer: trainer.timed_steps)
+            (lambda trainer: trainer.epoch_pass)
+            if loads
+            else (lambda trainer: trainer.epoch_slice)
+            if optimized.pin_memory
+            else (lambda trainer: trainer.timed_steps)
         )
         return Case(
             reference=timed(slow),
             optimized=timed(fast),
-            reference_output=lambda: self.outcome(slow),
-            reference_rerun=lambda: self.rerun(slow),
-            optimized_output=lambda: self.outcome(fast),
+            reference_output=slow.batches_seen if loads else lambda: self.outcome(slow),
+            reference_rerun=slow.batches_seen if loads else lambda: self.rerun(slow),
+            optimized_output=fast.batches_seen if loads else lambda: self.outcome(fast),
+            details=partial(epoch_starts, slow, fast) if loads else None,
             accuracy=accuracy,
             floor=floor,
             floor_applies_on=() if self.own_model else floor_applies_on,
@@ -458,6 +593,11 @@ class TrainingWorkload:
             in_effect=in_effect(slow, fast),
             model_may_break=self.own_model,
         )
+
+
+def epoch_starts(reference: Trainer, optimized: Trainer) -> dict[str, Any]:
+    """Each side's seconds from a new loader's iter() to its first batch, in its first epoch and its second."""
+    return {"epoch_start_s": {"reference": reference.epoch_starts(), "optimized": optimized.epoch_starts()}}
 
 
 def stack(workload: TrainingWorkload) -> Tricks:
@@ -505,6 +645,15 @@ def in_effect(reference: Trainer, optimized: Trainer) -> tuple[Observer, ...]:
         observers.append(ChannelsLast())
     if on.pin_memory and not off.pin_memory:
         observers.append(PinnedCopies(non_blocking=on.non_blocking))
+    if on.loading is not None and on.loading != off.loading:
+        observers += [
+            LoaderWorkers(
+                trainer.loader, lambda trainer=trainer: trainer.loaded_by, loading.num_workers,
+                loading.persistent_workers, loading.prefetch_factor, side,
+            )
+            for trainer, loading, side in ((optimized, on.loading, "optimized"), (reference, off.loading, "reference"))
+            if loading is not None
+        ]  # fmt: skip
     if on.optimizer_impl != off.optimizer_impl:
         observers += [
             OptimizerKernels(implementation, side)

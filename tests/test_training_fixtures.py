@@ -8,7 +8,7 @@ from fixtures.data import load_cifar10, synthetic_cifar, synthetic_split
 from fixtures.training import SPECS, TrainingSpec, training_workload, wide_mlp
 from optbench.accuracy import TrainingAgreement, TrainingOutcome, loss_path_deviation
 from optbench.hardware import dtype_unsupported_reason
-from optbench.training import MIXED_PRECISION, OFF, Tricks
+from optbench.training import MIXED_PRECISION, OFF, Loading, Tricks
 
 TINY = TrainingSpec(lambda: wide_mlp(128), batch_size=16, steps_per_epoch=12, epochs=2, heldout_size=200)
 
@@ -67,7 +67,7 @@ def test_compile_training_declares_modes_a_training_step_survives(mode):
 
 def test_epoch_slices_continue_one_epoch_and_start_the_next_only_when_it_ends(monkeypatch):
     """Each iter() of a DataLoader with persistent workers restarts the epoch and drops prefetched batches."""
-    monkeypatch.setattr("optbench.training.LOADER_WORKERS", 0)  # the iterator logic is the same, without processes
+    monkeypatch.setattr("optbench.training.PINNED_LOADING", Loading())  # the iterator logic is the same, no processes
     spec = replace(TINY, steps_per_call=5)  # 12 batches an epoch: the third call crosses into the second epoch
     trainer = tiny_workload(spec).trainer(OFF)
     epochs_started = []
