@@ -6,6 +6,8 @@ A row's word follows from its record alone:
   did not act (an in-effect observer saw no change: a no-op measured as a speedup would be a lie);
 - **breaks accuracy**: its outputs failed the accuracy comparison;
 - **use**: the speedup's whole 95% interval is above 1;
+- **use for memory**: a memory technique (activation checkpointing) whose peak-memory ratio's whole interval
+  reaches its floor at no more than its allowed slowdown: worth it where memory, not time, is short;
 - **hurts**: the whole interval is below 1;
 - **skip**: otherwise: no gain this measurement can tell from none.
 
@@ -38,7 +40,7 @@ from .runner import DOES_NOT_WORK
 from .stats import Interval
 
 HEADERS = ("technique", "speedup [95% CI]", "accuracy (limit)", "peak mem", "compile", "advice")
-WORDS = ("use", "skip", "hurts", "breaks accuracy", "does not work")
+WORDS = ("use", "use for memory", "skip", "hurts", "breaks accuracy", "does not work")
 
 
 @dataclass(frozen=True)
@@ -110,6 +112,11 @@ def advice_of(record: Record, model_name: str) -> Advice:
         return Advice(technique, "breaks accuracy", "; ".join(record.verdict.failures), record)
     if record.speedup is None:
         return Advice(technique, "does not work", "; ".join(record.verdict.failures) or "not timed", record)
+    if (memory := record.memory_payoff) is not None:
+        pays = memory.ratio is not None and memory.ratio.low >= memory.floor
+        affordable = record.speedup.high >= 1 / memory.max_slowdown
+        reason = f"peak memory {memory.ratio.text()} lower" if memory.ratio else "peak memory not measured"
+        return Advice(technique, "use for memory" if pays and affordable else "skip", reason, record)
     if record.speedup.low > 1:
         return Advice(technique, "use", "", record)
     if record.speedup.high < 1:

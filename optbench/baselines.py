@@ -39,6 +39,8 @@ class Recording:
     """ISO date or date-time."""
     torch: str | None = None
     commit: str | None = None
+    memory_ratio: float | None = None
+    """Reference / optimized peak memory, for cases whose payoff is memory (`optbench.memory_payoff`)."""
 
     def as_dict(self) -> dict[str, Any]:
         document = asdict(self)
@@ -105,7 +107,14 @@ def _recording(where: str, document: Any) -> Recording:
         recorded=document.get("recorded"),
         torch=document.get("torch"),
         commit=document.get("commit"),
+        memory_ratio=_memory_ratio(where, document.get("memory_ratio")),
     )
+
+
+def _memory_ratio(where: str, value: Any) -> float | None:
+    if value is not None and not (_is_number(value) and value > 0):
+        raise _fix(where, "has a 'memory_ratio' that is not a positive number")
+    return None if value is None else float(value)
 
 
 def _accuracy(where: str, accuracy: Any) -> dict[str, Any] | None:

@@ -10,6 +10,7 @@ from .accuracy import Check, Comparator
 from .compilation import CompileActivity
 from .hardware import HardwareClass, Requires
 from .in_effect import Observer
+from .memory_payoff import MemoryPayoff
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,9 @@ class Case:
     floor_applies_on: tuple[HardwareClass, ...] = ()
     ceiling: float | None = None
     """For cases that assert the absence of a speedup: fail when the whole interval is above it."""
+    memory_payoff: MemoryPayoff | None = None
+    """For cases whose payoff is memory (activation checkpointing): the peak-memory ratio's floor and the slowdown
+    allowed for it, judged instead of `floor` (`optbench.memory_payoff`)."""
     requires: Requires = field(default_factory=Requires)
     names: tuple[str, str] = ("reference", "optimized")
     """Display labels of the two sides; nothing keys on them."""

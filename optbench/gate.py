@@ -6,8 +6,11 @@ floor is a promise only on the hardware classes the case names
 (`Case.floor_applies_on`) and only where the case has history: there, a whole
 interval below it fails. Elsewhere, and on a machine the suite has not seen,
 speed below the floor is reported as "does not pay here", not as a failure.
-Accuracy failures, a nondeterministic reference, new graph breaks, eager
-measured as compiled and an optimization not seen in effect fail everywhere.
+A case whose payoff is memory (`Case.memory_payoff`) is judged on its
+peak-memory ratio and a bound on its slowdown instead of the floor
+(`optbench.memory_payoff`). Accuracy failures, a nondeterministic reference,
+new graph breaks, eager measured as compiled and an optimization not seen in
+effect fail everywhere.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from .accuracy import Accuracy, Check
 from .baselines import Baseline
 from .in_effect import InEffect
 from .in_effect import failures as not_in_effect
+from .memory_payoff import MemoryPayoff, judge_memory
 from .regression import Decision, decide
 from .stats import Interval
 
@@ -87,15 +91,17 @@ def _accuracy_drift(accuracy: Accuracy, baseline: Baseline | None, drift: float)
     )
 
 
-def _speed(
-    verdict: Verdict,
-    measurements: Sequence[Interval],
-    floor: Floor,
-    ceiling: float | None,
-    baseline: Baseline | None,
-    settings: GateSettings,
+@dataclass(frozen=True)
+class MemoryClaim:
+    """A memory case's promise and what was measured of it (`optbench.memory_payoff`)."""
+
+    payoff: MemoryPayoff
+    ratio: Interval | None
+
+
+def _history(
+    verdict: Verdict, measurements: Sequence[Interval], baseline: Baseline | None, settings: GateSettings
 ) -> None:
-    latest = measurements[-1]
     if baseline is None:
         verdict.notes.append("no history on this machine: speed reported, not gated")
     else:
@@ -115,6 +121,9 @@ def _speed(
             verdict.inconclusive.append(f"speed: suspicious but not significant, {decision.text()}")
         elif decision.slowdown < -max(settings.min_effect, decision.margin):
             verdict.notes.append(f"faster than its history by {-decision.slowdown:.0%}")
+
+
+def _floor(verdict: Verdict, latest: Interval, floor: Floor, ceiling: float | None, baseline: Baseline | None) -> None:
     if latest.high < floor.value:
         if floor.applies_here and baseline is not None:
             verdict.failures.append(
@@ -142,6 +151,7 @@ def judge(
     unrepeatable_reference: Check | None = None,
     extra_checks: Sequence[Check] = (),
     in_effect: Sequence[InEffect] = (),
+    memory: MemoryClaim | None = None,
 ) -> Verdict:
     """Accuracy and compile checks everywhere; speed as the module docstring says. No measurements: untimed."""
     verdict = Verdict()
@@ -160,8 +170,17 @@ def judge(
     recorded_breaks = baseline.graph_breaks if baseline else None
     if graph_breaks is not None and recorded_breaks is not None and graph_breaks > recorded_breaks:
         verdict.failures.append(f"compile: {graph_breaks} graph breaks, baseline had {recorded_breaks}")
+    if memory is not None:
+        history = [r.memory_ratio for r in baseline.recordings if r.memory_ratio] if baseline else []
+        failures, notes, verdict.does_not_pay = judge_memory(
+            memory.ratio, measurements[-1] if measurements else None, memory.payoff, history, settings.min_effect
+        )
+        verdict.failures += failures
+        verdict.notes += notes
     if not measurements:
         verdict.notes.append("timing disabled: accuracy checked, speed not gated")
         return verdict
-    _speed(verdict, measurements, floor, ceiling, baseline, settings)
+    _history(verdict, measurements, baseline, settings)
+    if memory is None:
+        _floor(verdict, measurements[-1], floor, ceiling, baseline)
     return verdict

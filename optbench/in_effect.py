@@ -27,6 +27,7 @@ from torch.utils._pytree import tree_leaves
 
 from .accuracy import TrainingOutcome, as_containers, tensors
 from .hardware import dtype_name
+from .memory import peak_memory_bytes
 
 if TYPE_CHECKING:
     from .case import Case
@@ -239,6 +240,7 @@ class SettingInside:
 
 
 COPIES = frozenset({"aten._to_copy", "aten.copy_"})
+MATMULS = frozenset({"aten.mm", "aten.addmm", "aten.bmm", "aten.baddbmm", "aten.convolution"})
 
 
 def _host_to_device(call: OpCall) -> tuple[torch.Tensor, bool] | None:
@@ -270,6 +272,38 @@ class PinnedCopies:
         if self.non_blocking:
             evidence += f", {len(copies) - waited} of them non_blocking"
         return InEffect(technique, pinned == len(copies) and waited == 0, evidence)
+
+
+@dataclass(frozen=True)
+class Recomputes:
+    """One call of the optimized side runs more matmuls than one of the reference: checkpointed blocks run their
+    forward again in backward."""
+
+    def __call__(self, case: Case) -> InEffect:
+        counts = [
+            len(observed_ops(lambda side=side: _call(case, side), MATMULS)) for side in ("reference", "optimized")
+        ]
+        evidence = f"ran {counts[1]} matmuls in a step against the reference's {counts[0]}"
+        return InEffect("activation checkpointing", counts[1] > counts[0], evidence)
+
+
+@dataclass(frozen=True)
+class LessMemory:
+    """One call of the optimized side needs less peak memory than one of the reference: what a memory technique
+    exists for, seen even where the compiled code it changed is out of a dispatch mode's sight."""
+
+    technique: str
+    device: torch.device
+
+    def __call__(self, case: Case) -> InEffect:
+        peaks = [
+            peak_memory_bytes(lambda side=side: _call(case, side), self.device) for side in ("reference", "optimized")
+        ]
+        if None in peaks:
+            return InEffect(self.technique, False, "left no peak memory to compare on this device")
+        mib = [peak / 2**20 for peak in peaks]
+        evidence = f"needed {mib[1]:.1f} MiB at peak in a call against the reference's {mib[0]:.1f} MiB"
+        return InEffect(self.technique, peaks[1] < peaks[0], evidence)
 
 
 @dataclass(frozen=True, eq=False)

@@ -21,6 +21,9 @@ Guarded here:
   replays allocate nothing. No public API.
 - `torch._inductor.list_mode_options`: which compile modes turn on CUDA graphs (torch.compile's docstring
   points to it). No public API.
+- `torch._functorch.config.activation_memory_budget` and `torch._inductor.compile_fx.compile_fx`: torch.compile's
+  activation memory budget, which its min-cut partitioner reads, set around inductor's compilation in a backend
+  of its own. No public API sets it.
 - `DistributedDataParallel._get_ddp_logging_data`: the options and buckets DDP's C++ reducer runs with, for
   proof that a DDP setting is in effect. No public API reads them.
 - pytest-benchmark's `BenchmarkFixture._timer` / `_disable_gc`: the timer and gc setting it times with, which
@@ -249,3 +252,23 @@ def ddp_logging_data(model: torch.nn.Module) -> dict[str, Any] | None:
         warnings.warn(missing("DistributedDataParallel._get_ddp_logging_data", "DDP cases cannot prove their options"),
                       stacklevel=2)  # fmt: skip
         return None
+
+
+def inductor_with_memory_budget(budget: float) -> Callable[..., Any] | None:
+    """A torch.compile backend: inductor, partitioning forward from backward under activation memory budget
+    `budget`; None where this torch has no budget. A new function at each call: dynamo reuses compiled code across
+    equal backends (plain inductor with the same mode), and the budget is not among its guards, so a budgeted
+    trainer compiled after a plain one would run the plain one's graphs."""
+    try:
+        from torch._functorch import config
+        from torch._inductor.compile_fx import compile_fx
+    except ImportError:
+        return None
+    if not hasattr(config, "activation_memory_budget"):
+        return None
+
+    def backend(graph: torch.fx.GraphModule, example_inputs: list[torch.Tensor]) -> Callable[..., Any]:
+        with config.patch(activation_memory_budget=budget):
+            return compile_fx(graph, example_inputs)
+
+    return backend

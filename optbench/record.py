@@ -28,6 +28,7 @@ from .gate import Verdict
 from .gpu_clocks import GpuState
 from .in_effect import InEffect
 from .measurement import RoundPlan, Rounds, WarmUp
+from .memory_payoff import MemoryResult
 from .regression import Decision
 from .stats import Interval
 
@@ -228,6 +229,8 @@ class Record:
     verdict: VerdictSummary = field(default_factory=lambda: VerdictSummary("fail", ["no verdict recorded"], [], []))
     details: dict[str, Any] | None = None
     """The case's own extra measurements (`Case.details`), free-form."""
+    memory_payoff: MemoryResult | None = None
+    """For a case whose payoff is memory: its promise and the peak-memory ratio measured."""
     phases_s: dict[str, float] | None = None
     gpu: GpuStates | None = None
     independent_ratios: list[float] | None = None

@@ -23,7 +23,7 @@ from .cache_flush import CacheFlush
 from .case import Case, Observed
 from .clock import DeviceClock
 from .faults import CaseTimeout, Phase, explain, first_lines, forget_frames, release_memory, time_limit
-from .gate import Floor, GateSettings, Verdict, judge
+from .gate import Floor, GateSettings, MemoryClaim, Verdict, judge
 from .gpu_clocks import GpuClocks, GpuState, clock_note
 from .in_effect import InEffect
 from .internals import benchmark_timing, compile_counts_problem, compile_errors_fall_back_to_eager
@@ -42,6 +42,7 @@ from .measurement import (
     warm_up,
 )
 from .memory import cuda_graphs_note, peak_memory_bytes
+from .memory_payoff import MemoryResult, memory_ratio
 from .planted import planted
 from .profiles import Profile
 from .record import (
@@ -183,6 +184,7 @@ class CaseRunner:
                     recorded=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                     torch=torch.__version__,
                     commit=settings.commit,
+                    memory_ratio=measured.memory_ratio.point if measured.memory_ratio else None,
                 ),
                 accuracy=measured.accuracy.headline.as_dict(),
                 graph_breaks=measured.first.compile.graph_breaks if measured.first.compile.compiled else None,
@@ -248,6 +250,7 @@ class CaseRunner:
             unrepeatable_reference=measured.unrepeatable,
             extra_checks=measured.extra_checks,
             in_effect=measured.in_effect,
+            memory=MemoryClaim(case.memory_payoff, measured.memory_ratio) if case.memory_payoff else None,
         )
         self._note_measurement_quality(verdict, case, measured, has_history=baseline is not None)
         verdict.notes.extend([*case.notes, *measured.notes])
@@ -335,6 +338,10 @@ class CaseRunner:
             peak_memory_bytes(case.reference, settings.device),
             None if memory_note else peak_memory_bytes(case.optimized, settings.device),
         )
+        ratio = None
+        if case.memory_payoff is not None:
+            phase.enter("peak memory ratio")
+            ratio = memory_ratio(case.reference, case.optimized, settings.device)
         phase.enter("details")
         details = case.details() if case.details else None
         phase.enter("extra checks")
@@ -362,6 +369,7 @@ class CaseRunner:
             unrepeatable=unrepeatable,
             memory=memory,
             memory_note=memory_note,
+            memory_ratio=ratio,
             details=details,
             extra_checks=extra_checks,
             in_effect=in_effect,
@@ -436,6 +444,8 @@ class Measured:
     memory: tuple[int | None, int | None]
     memory_note: str | None
     """Why the optimized variant's memory is not measured (CUDA graphs); None where it is."""
+    memory_ratio: Interval | None
+    """Reference / optimized peak memory over repeated calls, for a memory case; None otherwise."""
     details: dict[str, Any] | None
     extra_checks: list[Check]
     in_effect: list[InEffect]
@@ -468,6 +478,11 @@ class Measured:
             ),
             verdict=VerdictSummary.of(verdict),
             details=self.details,
+            memory_payoff=MemoryResult(
+                case.memory_payoff.floor, case.memory_payoff.max_slowdown, self.memory_ratio, verdict.does_not_pay
+            )
+            if case.memory_payoff
+            else None,
             phases_s=self.phases_s,
             gpu=GpuStates(start, end) if start and end else None,
             independent_ratios=self.independent_ratios,

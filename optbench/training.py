@@ -47,18 +47,22 @@ from torch.utils.data import DataLoader, IterableDataset, Sampler
 
 from .accuracy import Comparator, Deviation, TrainingAgreement, TrainingOutcome, parameter_deviation
 from .case import Case
+from .checkpointing import checkpoint_blocks, repeated_blocks
 from .hardware import HardwareClass, Requires, cuda_capability, dtype_name, dtype_unsupported_reason
 from .in_effect import (
     Autocast,
     ChangesNumbers,
     ChannelsLast,
     GradsCleared,
+    LessMemory,
     LoaderWorkers,
     Observer,
     OptimizerKernels,
     PinnedCopies,
+    Recomputes,
 )
-from .internals import fused_optimizer_devices, mode_uses_cuda_graphs
+from .internals import fused_optimizer_devices, inductor_with_memory_budget, mode_uses_cuda_graphs
+from .memory_payoff import MemoryPayoff
 from .shared import RunShared
 from .workload import OWN_MODEL_FLOOR, Batch, batch_as, batch_to, channels_last_misfit, not_applicable, operations_of
 
@@ -154,6 +158,11 @@ class Tricks:
     """torch.compile on the optimizer step (PyTorch's "Compiling the optimizer" recipe)."""
     loading: Loading | None = None
     """The DataLoader's worker settings; None: the setup's data as it is, and the training step timed alone."""
+    checkpointing: bool = False
+    """torch.utils.checkpoint (non-reentrant) around each of the model's repeated blocks (`optbench.checkpointing`)."""
+    memory_budget: float | None = None
+    """torch.compile's activation memory budget (0-1: the share of activations its partitioner may save for
+    backward, recomputing the rest); with `compile_mode` only."""
 
     @property
     def label(self) -> str:
@@ -168,6 +177,8 @@ class Tricks:
             f"optimizer:{self.optimizer_impl}": self.optimizer_impl is not None,
             "compiled_optimizer_step": self.compile_optimizer,
             self.loading.label if self.loading else "": self.loading is not None,
+            "checkpointing": self.checkpointing,
+            f"memory_budget:{self.memory_budget}": self.memory_budget is not None,
         }
         return "+".join(name for name, on in switched_on.items() if on) or "all off"
 
@@ -204,6 +215,15 @@ def with_implementation(optimizer: torch.optim.Optimizer, implementation: str) -
     accepted = inspect.signature(type(optimizer)).parameters
     defaults = {name: value for name, value in optimizer.defaults.items() if name in accepted}
     return type(optimizer)(groups, **{**defaults, **flags})
+
+
+def memory_budget_misfit(compile_mode: str | None) -> str | None:
+    """Why compile's activation memory budget cannot be set; None where it can."""
+    if compile_mode != "default":
+        return "an activation memory budget is set on torch.compile's default mode, and this variant does not use it"
+    if inductor_with_memory_budget(1.0) is None:
+        return "this torch has no activation memory budget (torch._functorch.config.activation_memory_budget)"
+    return None
 
 
 def implementation_misfit(optimizer: torch.optim.Optimizer, implementation: str, device: torch.device) -> str | None:
@@ -297,12 +317,18 @@ class Trainer:
         self.model = copy.deepcopy(self.setup.model).to(workload.device).train()
         if tricks.channels_last:
             self.model = self.model.to(memory_format=torch.channels_last)
+        if tricks.checkpointing:
+            checkpoint_blocks(self.model)
         self.initial_state = {name: value.clone() for name, value in self.model.state_dict().items()}
         self.optimizer, self.scaler = self._optimizer()
         refuse_cuda_graphs(tricks.compile_mode)
-        self.forward_loss = (
-            torch.compile(self._forward_loss, mode=tricks.compile_mode) if tricks.compile_mode else self._forward_loss
-        )
+        self.forward_loss = self._forward_loss
+        if tricks.memory_budget is not None:
+            self.forward_loss = torch.compile(
+                self._forward_loss, backend=inductor_with_memory_budget(tricks.memory_budget)
+            )
+        elif tricks.compile_mode:
+            self.forward_loss = torch.compile(self._forward_loss, mode=tricks.compile_mode)
         # Through self.optimizer at each call: train() makes a new optimizer, whose step a schedule wraps.
         self.optimizer_step = torch.compile(self._optimizer_step) if tricks.compile_optimizer else self._optimizer_step
         self.batches = [self.to_device(batch) for batch in workload.fixed_batches()]
@@ -539,6 +565,10 @@ class TrainingWorkload:
             optimizer = self.setup.optimizer(copy.deepcopy(self.setup.model).parameters())
             if why := implementation_misfit(optimizer, tricks.optimizer_impl, self.device):
                 return why
+        if tricks.checkpointing and not repeated_blocks(self.setup.model):
+            return "its model has no stack of repeated blocks (an nn.Sequential or nn.ModuleList) to checkpoint"
+        if tricks.memory_budget is not None and (why := memory_budget_misfit(tricks.compile_mode)):
+            return why
         if tricks.compile_optimizer and tricks.autocast == torch.float16:
             return "a GradScaler steps the optimizer itself, so a compiled step is not what runs under fp16 autocast"
         return None
@@ -554,6 +584,7 @@ class TrainingWorkload:
         requires: Requires | None = None,
         reference: Tricks = OFF,
         floor_applies_on: tuple[HardwareClass, ...] = (),
+        memory_payoff: MemoryPayoff | None = None,
     ) -> Case:
         """`reference` vs `optimized` training; through a DataLoader when the optimized run pins memory. On the
         user's setup, floors promise nothing, there is no chance level to beat, and a technique that raises is
@@ -591,6 +622,7 @@ class TrainingWorkload:
             expect_compiled=(optimized.compile_mode is not None and reference.compile_mode is None)
             or (optimized.compile_optimizer and not reference.compile_optimizer),
             in_effect=in_effect(slow, fast),
+            memory_payoff=memory_payoff,
             model_may_break=self.own_model,
         )
 
@@ -654,6 +686,10 @@ def in_effect(reference: Trainer, optimized: Trainer) -> tuple[Observer, ...]:
             for trainer, loading, side in ((optimized, on.loading, "optimized"), (reference, off.loading, "reference"))
             if loading is not None
         ]  # fmt: skip
+    if on.checkpointing and not off.checkpointing:
+        observers += [Recomputes(), LessMemory("activation checkpointing", optimized.workload.device)]
+    if on.memory_budget is not None and on.memory_budget != off.memory_budget:
+        observers.append(LessMemory(f"activation memory budget {on.memory_budget}", optimized.workload.device))
     if on.optimizer_impl != off.optimizer_impl:
         observers += [
             OptimizerKernels(implementation, side)

@@ -155,3 +155,14 @@ def test_compile_modes_with_cuda_graphs_are_known_with_or_without_inductor_s_tab
     assert internals.mode_uses_cuda_graphs(mode) is graphs
     monkeypatch.delattr(torch._inductor, "list_mode_options")
     assert internals.mode_uses_cuda_graphs(mode) is graphs
+
+
+def test_a_torch_without_an_activation_memory_budget_gives_no_backend(monkeypatch):
+    assert callable(internals.inductor_with_memory_budget(0.5))
+    monkeypatch.delattr(torch._functorch.config, "activation_memory_budget")
+    assert internals.inductor_with_memory_budget(0.5) is None
+
+
+def test_a_module_without_ddp_logging_data_says_so_in_one_line():
+    with pytest.warns(UserWarning, match="_get_ddp_logging_data.*DDP cases cannot prove their options"):
+        assert internals.ddp_logging_data(torch.nn.Linear(2, 2)) is None
