@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from functools import partial
@@ -184,6 +185,13 @@ class DdpProgram:
         return Trained(outcome, rank_gap(outcome.parameters))
 
 
+def spawned_program(
+    rebuild: Callable[[], TrainingWorkload], sides: tuple[DdpSettings, DdpSettings], rank: int
+) -> DdpProgram:
+    """A rank's program in a spawned process, from the workload built again there (same seeds, same batches)."""
+    return DdpProgram(rebuild(), sides, rank)
+
+
 def rank_gap(parameters: tuple[torch.Tensor, ...]) -> float:
     """The largest difference between this rank's parameters and any other rank's (a collective)."""
     flat = torch.cat([p.detach().flatten().float() for p in parameters])
@@ -215,8 +223,8 @@ def misfit(workload: TrainingWorkload) -> str | None:
     """Why DDP cannot run `workload` on this machine; None where it can."""
     if why := world_size_misfit(workload.device.type, WORLD):
         return why
-    if workload.device.type == "cuda" and torch.cuda.is_initialized():
-        return "CUDA is initialized in this process, and its ranks are forked from it (spawned ranks: not built yet)"
+    if workload.device.type == "cuda" and workload.rebuild is None:
+        return "its ranks on GPUs are spawned, and this workload has no way to rebuild itself in a new process"
     if len(workload.fixed_batches()) < MICRO_BATCHES * ACCURACY_STEPS:
         needed = MICRO_BATCHES * ACCURACY_STEPS
         return f"its data has fewer than {needed} batches ({ACCURACY_STEPS} steps of {MICRO_BATCHES} micro-batches)"
@@ -281,15 +289,18 @@ def ddp_case(
     if why := misfit(workload):
         not_applicable(workload.name, f"DDP {optimized.label}", why)
     whole = single_process(workload, ACCURACY_STEPS)
-    truth = whole.trainer(OFF)
+    truth = functools.cache(partial(whole.trainer, OFF))  # built when first compared, after the timed rounds
     trained: dict[int, Trained] = {}
-    programs: dict[int, DdpProgram] = {}
-
-    def build(rank: int) -> DdpProgram:
-        programs[rank] = DdpProgram(workload, (reference, optimized), rank)
-        return programs[rank]
-
-    with Ranks(build, WORLD, device_type=workload.device.type, timeout_s=RANK_TIMEOUT_S) as ranks:
+    sides = (reference, optimized)
+    start = "fork"
+    build: Callable[[int], DdpProgram] = partial(DdpProgram, workload, sides)
+    if workload.device.type == "cuda":
+        # This process has used CUDA, which a forked rank cannot: spawned ranks rebuild the workload instead.
+        assert workload.rebuild is not None  # misfit() said so otherwise
+        start, build = "spawn", partial(spawned_program, workload.rebuild, sides)
+    with Ranks(build, WORLD, device_type=workload.device.type, timeout_s=RANK_TIMEOUT_S, start_method=start) as ranks:
+        program = ranks.program
+        assert isinstance(program, DdpProgram)
 
         def train(command: int) -> Trained:
             if command not in trained:
@@ -299,8 +310,8 @@ def ddp_case(
         yield Case(
             reference=lambda: ranks.call(0),
             optimized=lambda: ranks.call(1),
-            reference_output=lambda: whole.outcome(truth),
-            reference_rerun=lambda: whole.rerun(truth),
+            reference_output=lambda: whole.outcome(truth()),
+            reference_rerun=lambda: whole.rerun(truth()),
             optimized_output=lambda: train(3).outcome,
             accuracy=replace(OPTIMIZER_ROUNDING, natural_spread=partial(whole.natural_spread, OFF)),
             floor=floor,
@@ -312,7 +323,7 @@ def ddp_case(
             details=lambda: {"rank_gap": {"reference": train(2).rank_gap, "optimized": train(3).rank_gap}},
             checks=(ranks_agree,),
             in_effect=tuple(
-                DdpInEffect(ranks, lambda side=side: programs[0].sides[side].model, settings, label)
+                DdpInEffect(ranks, lambda side=side: program.sides[side].model, settings, label)
                 for side, settings, label in ((0, reference, "reference"), (1, optimized, "optimized"))
             ),
             model_may_break=workload.own_model,

@@ -8,16 +8,19 @@ broadcasts k from rank 0 (a one-element int64 tensor), then every rank runs
 `program.run(k)`, whose collectives keep the ranks in step; rank 0's result is
 returned. The broadcast's cost is in both variants' times alike.
 
-Peers are forked (multiprocessing's "fork" context), so `build`, the factory
-of each rank's program, may be a closure over anything this process has built
-(a model, data, a recipe): nothing is pickled, and each peer inherits it as it
-was. A peer never garbage-collects what it inherited (frozen at the fork): freeing
+Peers are forked (multiprocessing's "fork" context) by default, so `build`, the
+factory of each rank's program, may be a closure over anything this process has
+built (a model, data, a recipe): nothing is pickled, and each peer inherits it
+as it was. With `start_method="spawn"` each peer is a new interpreter instead,
+and `build` must be picklable (a module-level function, or a partial of one
+over picklable arguments) and rebuild what it needs: the way to CUDA ranks
+from a process that has used CUDA already. A peer never garbage-collects what it inherited (frozen at the fork): freeing
 a copy of this process's objects there, an earlier process group above all, can
 crash it. Each rank builds its program only after its process group is up, so a
 program may hold communicators or buffers tied to the group. A fork cannot
 carry CUDA over: with device_type "cuda" (one GPU per rank, NCCL by default),
-Ranks must be entered before this process touches CUDA, and it refuses when
-CUDA is already initialized.
+forked Ranks must be entered before this process touches CUDA, and refuse when
+CUDA is already initialized; spawned ones have no such limit.
 
 Failures are one-line RankErrors naming the rank. A peer whose `build` or
 `run` raises sends its error's summary to rank 0 over a pipe, then exits; its
@@ -206,6 +209,7 @@ class Ranks:
         device_type: str = "cpu",
         timeout_s: float = 60.0,
         threads_per_rank: int = 1,
+        start_method: str = "fork",
     ) -> None:
         if world_size < 1:
             raise ValueError(f"world_size must be at least 1, not {world_size}")
@@ -215,6 +219,7 @@ class Ranks:
         self.device_type = device_type
         self.timeout_s = timeout_s
         self.threads_per_rank = threads_per_rank
+        self.start_method = start_method
         self._peers: list[BaseProcess] = []
         self._errors: list[Connection] = []
         self._program: RankProgram | None = None
@@ -231,10 +236,10 @@ class Ranks:
             raise RankError("this torch is built without torch.distributed")
         if dist.is_initialized():
             raise RankError("this process already has a default process group; Ranks makes its own")
-        if self.device_type == "cuda" and torch.cuda.is_initialized():
+        if self.device_type == "cuda" and self.start_method == "fork" and torch.cuda.is_initialized():
             raise RankError(
                 "CUDA is already initialized in this process, and forked ranks cannot use it: "
-                "enter Ranks(device_type='cuda') before anything touches CUDA"
+                "enter Ranks(device_type='cuda') before anything touches CUDA, or use start_method='spawn'"
             )
         self._threads = torch.get_num_threads()
         torch.set_num_threads(self.threads_per_rank)
@@ -248,7 +253,7 @@ class Ranks:
             # A file store in a private directory: no port to race for, and os.environ is left alone.
             init_method=Path(self._directory, "store").as_uri(),
         )
-        context = multiprocessing.get_context("fork")
+        context = multiprocessing.get_context(self.start_method)
         started = time.monotonic()
         try:
             with _frozen_heap():
@@ -271,6 +276,13 @@ class Ranks:
                 raise
             raise failure from error
         return self
+
+    @property
+    def program(self) -> RankProgram:
+        """Rank 0's program, as `build(0)` made it in this process."""
+        if self._program is None:
+            raise RuntimeError("Ranks.program outside its `with`")
+        return self._program
 
     def call(self, command: int) -> Any:
         """Runs `command` (>= 0) on every rank; returns rank 0's result. Raises RankError when a peer fails."""

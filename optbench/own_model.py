@@ -20,6 +20,7 @@ import re
 import sys
 import traceback
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -186,7 +187,8 @@ def load_training(spec: str, name: str | None, device: torch.device) -> Training
         raise SpecError(f"--train {spec!r}: its model is a {type(setup.model).__name__}, not a torch.nn.Module")
     if setup.epochs < 1 or setup.steps_per_call < 1:
         raise SpecError(f"--train {spec!r}: epochs and steps_per_call must be at least 1")
-    workload = TrainingWorkload(name or spec.rpartition(":")[2], setup, device, own_model=True)
+    rebuild = partial(load_training, spec, name, device)
+    workload = TrainingWorkload(name or spec.rpartition(":")[2], setup, device, own_model=True, rebuild=rebuild)
     try:
         batch = workload.first_batch()
     except StopIteration:

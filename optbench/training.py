@@ -488,6 +488,9 @@ class TrainingWorkload:
     """Training runs already made in this run: the all-off reference is shared by every case of a workload."""
     spreads: RunShared = field(default_factory=RunShared)
     """Natural spreads already measured this run, by workload, data, reference tricks and jitter."""
+    rebuild: Callable[[], TrainingWorkload] | None = None
+    """Builds this workload again in a new process, picklable (a partial of a module-level function): what DDP's
+    spawned ranks on GPUs run."""
 
     def epoch(self, epoch: int, data: Iterable[Batch] | None = None) -> Iterator[Batch]:
         """Epoch `epoch` of `data` (default: the setup's), in the same order in every run."""

@@ -8,7 +8,8 @@ import torch.distributed as dist
 
 
 def child_pids() -> set[int]:
-    """This process's children, zombies included (they are not reaped yet)."""
+    """This process's children, zombies included (they are not reaped yet), except multiprocessing's resource
+    tracker: the first spawned process starts it, and it lives as long as this process."""
     me = str(os.getpid())
     children = set()
     for stat in Path("/proc").glob("[0-9]*/stat"):
@@ -16,7 +17,7 @@ def child_pids() -> set[int]:
             fields = stat.read_text().rsplit(")", 1)[1].split()
         except OSError:  # exited while we looked
             continue
-        if fields[1] == me:
+        if fields[1] == me and b"resource_tracker" not in (stat.parent / "cmdline").read_bytes():
             children.add(int(stat.parent.name))
     return children
 

@@ -3,6 +3,7 @@
 import contextlib
 import time
 from dataclasses import replace
+from functools import partial
 
 import pytest
 import torch
@@ -10,10 +11,10 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 from fixtures.data import synthetic_split
-from fixtures.training import PatchMLP, TrainingSpec, training_workload
+from fixtures.training import SPECS, PatchMLP, TrainingSpec, built_in_workload, data_split, training_workload
 from optbench.case import Observed
-from optbench.ddp import DdpProgram, DdpSettings, ddp_case, shard, shard_misfit
-from optbench.distributed import RankError
+from optbench.ddp import DdpProgram, DdpSettings, ddp_case, shard, shard_misfit, spawned_program
+from optbench.distributed import RankError, Ranks
 from tests.processes import assert_cleaned_up, child_pids
 
 SPEC = TrainingSpec(lambda: PatchMLP(8, 2), 4, 16, 1, 0)
@@ -130,3 +131,48 @@ def test_batches_split_evenly_over_ranks_or_the_case_skips_with_the_reason(workl
     with pytest.raises(pytest.skip.Exception, match="do not split evenly over 2 ranks"):
         with ddp_case(uneven, DdpSettings(no_sync=True), floor=1, names=("a", "b"), variant="v"):
             pass
+
+
+def test_spawned_ranks_rebuild_the_workload_and_agree_as_forked_ones_do(children):
+    """The GPU path (a process that has used CUDA cannot fork ranks), run on the CPU: each rank a new interpreter
+    that builds the built-in workload again from its name."""
+    rebuild = partial(built_in_workload, "ln-mlp", "smoke", torch.device("cpu"), None)
+    sides = (DdpSettings(), DdpSettings(no_sync=True))
+    with Ranks(partial(spawned_program, rebuild, sides), start_method="spawn", timeout_s=120) as ranks:
+        ranks.call(1)
+        trained = ranks.call(3)
+    forked = training_workload(
+        "ln-mlp", SPECS["ln-mlp"]["smoke"], torch.device("cpu"), data_split(SPECS["ln-mlp"]["smoke"], None)
+    )
+    with ddp_case(forked, DdpSettings(no_sync=True), floor=1, names=("a", "b"), variant="v") as case:
+        expected = case.optimized_output()
+    assert trained.rank_gap == 0
+    assert all(torch.equal(a, b) for a, b in zip(trained.outcome.parameters, expected.parameters, strict=True))
+    assert_cleaned_up(children)
+
+
+def test_on_gpus_the_ranks_are_spawned_from_the_workloads_rebuild(workload, monkeypatch):
+    """The CUDA path with fakes: no GPUs here, so the ranks are only asked for, not started."""
+    asked = {}
+
+    class Refused:
+        def __init__(self, build, world_size, **options):
+            asked.update(options, build=build, world_size=world_size)
+
+        def __enter__(self):
+            raise RankError("not started here")
+
+        def __exit__(self, *exception):
+            return False
+
+    monkeypatch.setattr("optbench.ddp.world_size_misfit", lambda device_type, world_size: None)
+    monkeypatch.setattr("optbench.ddp.Ranks", Refused)
+    cuda = replace(workload, device=torch.device("cuda"))
+    with pytest.raises(pytest.skip.Exception, match="no way to rebuild itself"):
+        with ddp_case(cuda, DdpSettings(no_sync=True), floor=1, names=("a", "b"), variant="v"):
+            pass
+    with pytest.raises(RankError, match="not started here"):
+        with ddp_case(replace(cuda, rebuild=lambda: workload), DdpSettings(), floor=1, names=("a", "b"), variant="v"):
+            pass
+    assert asked["start_method"] == "spawn" and asked["device_type"] == "cuda" and asked["world_size"] == 2
+    assert asked["build"].func is spawned_program
