@@ -46,7 +46,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
-from torch.utils._pytree import tree_map
+from torch.utils._pytree import tree_leaves, tree_map
 
 from .accuracy import Check, TrainingOutcome
 from .case import Case, Observed
@@ -118,16 +118,10 @@ def shard(batch: Batch, rank: int, world: int) -> Batch:
 
 def shard_misfit(batch: Batch, world: int) -> str | None:
     """Why `batch` cannot be split evenly over `world` ranks; None where it can."""
-    sizes = {leaf.shape[0] if leaf.dim() else 0 for leaf in _tensors(batch)}
+    sizes = {leaf.shape[0] if leaf.dim() else 0 for leaf in tree_leaves(batch) if isinstance(leaf, torch.Tensor)}
     if len(sizes) != 1 or (size := sizes.pop()) % world:
         return f"its batches ({', '.join(map(str, sorted(sizes)))} rows) do not split evenly over {world} ranks"
     return None if size else "its batches are scalars, which do not split over ranks"
-
-
-def _tensors(batch: Batch) -> list[torch.Tensor]:
-    leaves: list[torch.Tensor] = []
-    tree_map(lambda leaf: leaves.append(leaf) if isinstance(leaf, torch.Tensor) else None, batch)
-    return leaves
 
 
 class Replica:
