@@ -7,8 +7,11 @@ backward and recomputes the rest) against the compiled step without one. Each
 is a memory case (`optbench.memory_payoff`): its floor is on the ratio of peak
 memory, reference over optimized, with an interval from repeated
 measurements, and its speed is held only to a bound on the slowdown.
-Recomputation runs the same kernels on the same inputs, so the trained
-parameters and loss path must be bitwise the reference's.
+Eager recomputation runs the same kernels on the same inputs, so the trained
+parameters and loss path must be bitwise the reference's; the compiled
+partitioner's recomputation is fused anew, which reorders fp32 work (on a
+BatchNorm CNN it moved the loss path by 0.0056 of its mean), so it is held to
+compile's limit for reordered fp32.
 """
 
 from __future__ import annotations
@@ -17,29 +20,31 @@ import pytest
 
 from optbench.accuracy import TrainingAgreement
 from optbench.memory_payoff import MemoryPayoff
-from optbench.training import Tricks
+from optbench.training import REORDERED_FP32, Tricks
 
 COMPILED = Tricks(compile_mode="default")
-# (optimized tricks, reference, the promise). Floors: measured 4.6x (checkpointing) and 1.8x (budget 0.5) on the
-# smoke model's peak, checkpointing at 0.81-0.92x and the budget at 0.95x of the reference's speed (2-core EPYC).
-VARIANTS = {
-    "checkpoint": (Tricks(checkpointing=True), Tricks(), MemoryPayoff(floor=2.0, max_slowdown=1.5)),
-    "memory_budget:0.5": (Tricks(compile_mode="default", memory_budget=0.5), COMPILED, MemoryPayoff(1.3, 1.5)),
-}
 SAME_TRAINING = TrainingAgreement(loss_tolerance=0)
+MAX_SLOWDOWN = 1.5
+# (optimized tricks, reference, accuracy, peak-memory floor). Floors: measured 4.6x (checkpointing) and 1.8x (budget
+# 0.5) on the smoke model's peak, checkpointing at 0.81-0.92x and the budget at 0.95x of the reference's speed
+# (2-core EPYC). On the user's model a floor is no promise: any saving counts.
+VARIANTS = {
+    "checkpoint": (Tricks(checkpointing=True), Tricks(), SAME_TRAINING, 2.0),
+    "memory_budget:0.5": (Tricks(compile_mode="default", memory_budget=0.5), COMPILED, REORDERED_FP32, 1.3),
+}
 
 
 @pytest.mark.trainings("deep-mlp")
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_activation_checkpointing(optbench, training, variant):
-    tricks, reference, payoff = VARIANTS[variant]
+    tricks, reference, accuracy, floor = VARIANTS[variant]
     optbench.run(
         training.case(
             tricks,
             reference=reference,
-            accuracy=SAME_TRAINING,
-            floor=1 / payoff.max_slowdown,
-            memory_payoff=payoff,
+            accuracy=accuracy,
+            floor=1 / MAX_SLOWDOWN,
+            memory_payoff=MemoryPayoff(training.floor(lambda: floor), MAX_SLOWDOWN),
             names=(reference.label, tricks.label),
             variant=variant,
         )

@@ -116,6 +116,8 @@ def advice_of(record: Record, model_name: str) -> Advice:
         pays = memory.ratio is not None and memory.ratio.low >= memory.floor
         affordable = record.speedup.high >= 1 / memory.max_slowdown
         reason = f"peak memory {memory.ratio.text()} lower" if memory.ratio else "peak memory not measured"
+        if not affordable:
+            reason += f", at {record.speedup.point:.2f}x the speed: more than its bound {memory.max_slowdown:g}x slower"
         return Advice(technique, "use for memory" if pays and affordable else "skip", reason, record)
     if record.speedup.low > 1:
         return Advice(technique, "use", "", record)
