@@ -25,7 +25,7 @@ VARIANTS = {
 }
 
 
-@pytest.mark.trainings("ln-mlp")
+@pytest.mark.trainings("ddp-mlp")
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_ddp(optbench, training, variant):
     settings, gpu_floor = VARIANTS[variant]

@@ -136,13 +136,13 @@ def test_batches_split_evenly_over_ranks_or_the_case_skips_with_the_reason(workl
 def test_spawned_ranks_rebuild_the_workload_and_agree_as_forked_ones_do(children):
     """The GPU path (a process that has used CUDA cannot fork ranks), run on the CPU: each rank a new interpreter
     that builds the built-in workload again from its name."""
-    rebuild = partial(built_in_workload, "ln-mlp", "smoke", torch.device("cpu"), None)
+    rebuild = partial(built_in_workload, "ddp-mlp", "smoke", torch.device("cpu"), None)
     sides = (DdpSettings(), DdpSettings(no_sync=True))
     with Ranks(partial(spawned_program, rebuild, sides), start_method="spawn", timeout_s=120) as ranks:
         ranks.call(1)
         trained = ranks.call(3)
     forked = training_workload(
-        "ln-mlp", SPECS["ln-mlp"]["smoke"], torch.device("cpu"), data_split(SPECS["ln-mlp"]["smoke"], None)
+        "ddp-mlp", SPECS["ddp-mlp"]["smoke"], torch.device("cpu"), data_split(SPECS["ddp-mlp"]["smoke"], None)
     )
     with ddp_case(forked, DdpSettings(no_sync=True), floor=1, names=("a", "b"), variant="v") as case:
         expected = case.optimized_output()
