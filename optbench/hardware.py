@@ -101,8 +101,11 @@ class HardwareClass:
     name: str
     min_capability: tuple[int, int] | None = None
     cpu_flag: str | None = None
+    everywhere: bool = False
 
     def includes(self, device: torch.device) -> bool:
+        if self.everywhere:
+            return True
         if self.min_capability is not None:
             return device.type == "cuda" and cuda_capability(device) >= self.min_capability
         if self.cpu_flag is not None:
@@ -113,3 +116,5 @@ class HardwareClass:
 VOLTA = HardwareClass("CUDA capability >= 7.0 (tensor cores)", min_capability=(7, 0))
 AMPERE = HardwareClass("CUDA capability >= 8.0 (bf16 and TF32 tensor cores)", min_capability=(8, 0))
 AMX = HardwareClass("a CPU with AMX", cpu_flag="amx_tile")
+ANY_DEVICE = HardwareClass("any device", everywhere=True)
+"""For what pays wherever it applies: turning a debug mode off."""

@@ -212,12 +212,11 @@ class AutogradMode:
 
 
 @dataclass(frozen=True, eq=False)
-class SettingInside:
-    """`owner.name` read inside `module`'s forward during one call equals `value`: a process-wide switch (TF32,
-    oneDNN precision, cudnn.benchmark) seen where the kernels read it, not where the case meant to set it."""
+class ReadInside:
+    """`read()` inside `module`'s forward during one call equals `value`: a switch seen where the kernels read
+    it, not where the case meant to set it."""
 
-    owner: Any
-    name: str
+    read: Callable[[], Any]
     value: Any
     label: str
     """The setting in words, e.g. "oneDNN matmul fp32_precision"."""
@@ -226,7 +225,7 @@ class SettingInside:
 
     def __call__(self, case: Case) -> InEffect:
         seen: list[Any] = []
-        handle = self.module.register_forward_pre_hook(lambda module, args: seen.append(getattr(self.owner, self.name)))
+        handle = self.module.register_forward_pre_hook(lambda module, args: seen.append(self.read()))
         try:
             _call(case, self.side)
         finally:
@@ -237,6 +236,13 @@ class SettingInside:
         read = sorted({repr(value) for value in seen})
         ok = all(value == self.value for value in seen)
         return InEffect(technique, ok, f"read {', '.join(read)} inside the forward (expected {self.value!r})")
+
+
+class SettingInside(ReadInside):
+    """`owner.name` read inside the forward: a process-wide switch (TF32, oneDNN precision, cudnn.benchmark)."""
+
+    def __init__(self, owner: Any, name: str, value: Any, label: str, module: nn.Module, side: Side = "optimized"):
+        super().__init__(lambda: getattr(owner, name), value, label, module, side)
 
 
 COPIES = frozenset({"aten._to_copy", "aten.copy_"})

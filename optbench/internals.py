@@ -272,3 +272,12 @@ def inductor_with_memory_budget(budget: float) -> Callable[..., Any] | None:
             return compile_fx(graph, example_inputs)
 
     return backend
+
+
+def mark_dynamic(tensor: torch.Tensor, dim: int) -> None:
+    """Tells torch.compile that `tensor`'s size along `dim` varies: compile it symbolic from the first call."""
+    try:
+        from torch._dynamo import mark_dynamic as mark
+    except ImportError as error:
+        raise MissingInternal(missing("torch._dynamo.mark_dynamic", "the mark_dynamic policy cannot run")) from error
+    mark(tensor, dim)

@@ -26,6 +26,7 @@ TECHNIQUES = (
     "channels_last",
     "load_model_stack",
     "allocator",  # not the seed's: PyTorch's CPU tuning guide adds it, and it applies to CPUs only
+    "dynamic_shapes",  # not the seed's: the compile regression user code meets most (issue 22)
 )
 
 

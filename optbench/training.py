@@ -59,7 +59,9 @@ from .in_effect import (
     Observer,
     OptimizerKernels,
     PinnedCopies,
+    ReadInside,
     Recomputes,
+    Side,
 )
 from .internals import fused_optimizer_devices, inductor_with_memory_budget, mode_uses_cuda_graphs
 from .memory_payoff import MemoryPayoff
@@ -163,6 +165,13 @@ class Tricks:
     memory_budget: float | None = None
     """torch.compile's activation memory budget (0-1: the share of activations its partitioner may save for
     backward, recomputing the rest); with `compile_mode` only."""
+    debug: str | None = None
+    """A debug mode left on, which PyTorch's tuning guide says to turn off (one of DEBUG_MODES): the reference
+    of the debug-mode cases, never a trick."""
+
+    def __post_init__(self) -> None:
+        if self.debug is not None and self.debug not in DEBUG_MODES:
+            raise ValueError(f"unknown debug mode {self.debug!r}; choose one of {', '.join(DEBUG_MODES)}")
 
     @property
     def label(self) -> str:
@@ -179,11 +188,15 @@ class Tricks:
             self.loading.label if self.loading else "": self.loading is not None,
             "checkpointing": self.checkpointing,
             f"memory_budget:{self.memory_budget}": self.memory_budget is not None,
+            f"debug:{self.debug}": self.debug is not None,
         }
         return "+".join(name for name, on in switched_on.items() if on) or "all off"
 
 
 OFF = Tricks()
+DEBUG_MODES = ("anomaly_detection", "fp64")
+"""torch.autograd's anomaly detection around every step (it records each op's stack for backward and checks every
+gradient for NaN), and the model and batches in float64, as torch.autograd.gradcheck needs them."""
 
 # fp32 reordering (fusion, another memory layout) keeps a fixed limit in the style of PyTorch's dynamo
 # benchmark: compiling the smoke ResNet moved its loss path by 0.12 of its mean and its held-out accuracy
@@ -315,6 +328,8 @@ class Trainer:
         self.setup = workload.setup
         self.tricks = tricks
         self.model = copy.deepcopy(self.setup.model).to(workload.device).train()
+        if tricks.debug == "fp64":
+            self.model = self.model.to(torch.float64)
         if tricks.channels_last:
             self.model = self.model.to(memory_format=torch.channels_last)
         if tricks.checkpointing:
@@ -356,9 +371,17 @@ class Trainer:
 
     def to_device(self, batch: Batch) -> Batch:
         batch = batch_to(batch, self.workload.device, non_blocking=self.tricks.non_blocking)
-        return batch_as(batch, memory_format=torch.channels_last) if self.tricks.channels_last else batch
+        dtype = torch.float64 if self.tricks.debug == "fp64" else None
+        memory_format = torch.channels_last if self.tricks.channels_last else None
+        return batch_as(batch, dtype, memory_format) if dtype or memory_format else batch
 
     def step(self, batch: Batch) -> torch.Tensor:
+        if self.tricks.debug != "anomaly_detection":
+            return self._step(batch)
+        with torch.autograd.set_detect_anomaly(True):
+            return self._step(batch)
+
+    def _step(self, batch: Batch) -> torch.Tensor:
         self.optimizer.zero_grad(set_to_none=self.tricks.set_to_none)
         loss = self.forward_loss(batch)
         if self.scaler is None:
@@ -693,6 +716,10 @@ def in_effect(reference: Trainer, optimized: Trainer) -> tuple[Observer, ...]:
         observers += [Recomputes(), LessMemory("activation checkpointing", optimized.workload.device)]
     if on.memory_budget is not None and on.memory_budget != off.memory_budget:
         observers.append(LessMemory(f"activation memory budget {on.memory_budget}", optimized.workload.device))
+    if off.debug is not None and on.debug is None:
+        observers += [
+            debug_read(off.debug, trainer, on_side) for trainer, on_side in ((reference, True), (optimized, False))
+        ]
     if on.optimizer_impl != off.optimizer_impl:
         observers += [
             OptimizerKernels(implementation, side)
@@ -700,6 +727,19 @@ def in_effect(reference: Trainer, optimized: Trainer) -> tuple[Observer, ...]:
             if implementation is not None
         ]
     return tuple(observers)
+
+
+def debug_read(mode: str, trainer: Trainer, on: bool) -> ReadInside:
+    """What shows debug `mode` on (the reference) or off (the optimized side) inside the model's forward."""
+    side: Side = "reference" if on else "optimized"
+    if mode == "fp64":
+        dtype = torch.float64 if on else next(trainer.setup.model.parameters()).dtype
+
+        def parameters_dtype() -> torch.dtype:
+            return next(trainer.model.parameters()).dtype
+
+        return ReadInside(parameters_dtype, dtype, "parameters' dtype", trainer.model, side)
+    return ReadInside(torch.is_anomaly_enabled, on, "autograd anomaly detection", trainer.model, side)
 
 
 AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
