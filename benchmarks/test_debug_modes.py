@@ -3,7 +3,8 @@ the same training with it off, and the floor holds on every device.
 
 Anomaly detection (`torch.autograd.set_detect_anomaly(True)` around each
 step) records every op's stack for backward and checks every gradient for
-NaN, and changes no number: losses and parameters are compared bitwise. fp64
+NaN; the profiler (`torch.profiler.profile` around each step) records every
+op. Neither changes a number: losses and parameters are compared bitwise. fp64
 (the model and batches in float64, as `torch.autograd.gradcheck` needs them)
 does the same arithmetic in twice the bytes: the fp32 run is held to the fp32
 reordering limit of the loss path against it. Each side proves its mode inside
@@ -19,10 +20,14 @@ from optbench.accuracy import TrainingAgreement
 from optbench.hardware import ANY_DEVICE
 from optbench.training import DEBUG_MODES, OFF, REORDERED_FP32, Tricks
 
-ACCURACY = {"anomaly_detection": TrainingAgreement(loss_tolerance=0), "fp64": REORDERED_FP32}
+ACCURACY = {
+    "anomaly_detection": TrainingAgreement(loss_tolerance=0),
+    "profiler": TrainingAgreement(loss_tolerance=0),
+    "fp64": REORDERED_FP32,
+}
 # Measured on the 2-core EPYC (ln-mlp): 3.16x for anomaly detection off, 2.01x for fp32 over fp64; GPUs run fp64 at
 # 1/2 (data centre) to 1/64 (consumer) of fp32's rate.
-FLOORS = {"anomaly_detection": 1.5, "fp64": 1.3}
+FLOORS = {"anomaly_detection": 1.5, "profiler": 1.5, "fp64": 1.3}
 
 
 @pytest.mark.trainings("ln-mlp")

@@ -281,3 +281,12 @@ def mark_dynamic(tensor: torch.Tensor, dim: int) -> None:
     except ImportError as error:
         raise MissingInternal(missing("torch._dynamo.mark_dynamic", "the mark_dynamic policy cannot run")) from error
     mark(tensor, dim)
+
+
+def profiler_recording() -> bool:
+    """Whether a profiler records this thread's ops right now (the flag autograd's profiler sets)."""
+    try:
+        return bool(torch.autograd._profiler_enabled())
+    except AttributeError as error:
+        lost = "the profiler debug-mode case cannot prove which side profiles"
+        raise MissingInternal(missing("torch.autograd._profiler_enabled", lost)) from error

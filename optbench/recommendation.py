@@ -26,7 +26,10 @@ TECHNIQUES = (
     "channels_last",
     "load_model_stack",
     "allocator",  # not the seed's: PyTorch's CPU tuning guide adds it, and it applies to CPUs only
-    "dynamic_shapes",  # not the seed's: the compile regression user code meets most (issue 22)
+    # Not the seed's (PyTorch's tuning guide and tutorials): the attention kernel, and compile on inputs of many
+    # sizes, where user code meets its commonest compile regression.
+    "attention",
+    "dynamic_shapes",
 )
 
 

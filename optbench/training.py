@@ -63,7 +63,7 @@ from .in_effect import (
     Recomputes,
     Side,
 )
-from .internals import fused_optimizer_devices, inductor_with_memory_budget, mode_uses_cuda_graphs
+from .internals import fused_optimizer_devices, inductor_with_memory_budget, mode_uses_cuda_graphs, profiler_recording
 from .memory_payoff import MemoryPayoff
 from .shared import RunShared
 from .workload import OWN_MODEL_FLOOR, Batch, batch_as, batch_to, channels_last_misfit, not_applicable, operations_of
@@ -194,9 +194,11 @@ class Tricks:
 
 
 OFF = Tricks()
-DEBUG_MODES = ("anomaly_detection", "fp64")
+DEBUG_MODES = ("anomaly_detection", "profiler", "fp64")
 """torch.autograd's anomaly detection around every step (it records each op's stack for backward and checks every
-gradient for NaN), and the model and batches in float64, as torch.autograd.gradcheck needs them."""
+gradient for NaN); torch.profiler recording every step (entered around each, as a `with profile()` inside the
+loop is, so its start and stop count too: the profiler is process-wide, and one left running across calls would
+slow the other side as well); and the model and batches in float64, as torch.autograd.gradcheck needs them."""
 
 # fp32 reordering (fusion, another memory layout) keeps a fixed limit in the style of PyTorch's dynamo
 # benchmark: compiling the smoke ResNet moved its loss path by 0.12 of its mean and its held-out accuracy
@@ -376,10 +378,13 @@ class Trainer:
         return batch_as(batch, dtype, memory_format) if dtype or memory_format else batch
 
     def step(self, batch: Batch) -> torch.Tensor:
-        if self.tricks.debug != "anomaly_detection":
-            return self._step(batch)
-        with torch.autograd.set_detect_anomaly(True):
-            return self._step(batch)
+        if self.tricks.debug == "anomaly_detection":
+            with torch.autograd.set_detect_anomaly(True):
+                return self._step(batch)
+        if self.tricks.debug == "profiler":
+            with torch.profiler.profile(activities=profiler_activities(self.workload.device)):
+                return self._step(batch)
+        return self._step(batch)
 
     def _step(self, batch: Batch) -> torch.Tensor:
         self.optimizer.zero_grad(set_to_none=self.tricks.set_to_none)
@@ -739,7 +744,15 @@ def debug_read(mode: str, trainer: Trainer, on: bool) -> ReadInside:
             return next(trainer.model.parameters()).dtype
 
         return ReadInside(parameters_dtype, dtype, "parameters' dtype", trainer.model, side)
+    if mode == "profiler":
+        return ReadInside(profiler_recording, on, "the profiler recording", trainer.model, side)
     return ReadInside(torch.is_anomaly_enabled, on, "autograd anomaly detection", trainer.model, side)
+
+
+def profiler_activities(device: torch.device) -> list[torch.profiler.ProfilerActivity]:
+    """What torch.profiler records on `device`: the CPU's ops, and the GPU's kernels too on CUDA."""
+    cpu = torch.profiler.ProfilerActivity.CPU
+    return [cpu, torch.profiler.ProfilerActivity.CUDA] if device.type == "cuda" else [cpu]
 
 
 AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}

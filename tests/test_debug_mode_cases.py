@@ -56,5 +56,13 @@ def test_fp64_trains_in_float64_and_the_fp32_run_stays_within_reordering(workloa
 
 
 def test_an_unknown_debug_mode_is_a_one_line_error():
-    with pytest.raises(ValueError, match="unknown debug mode 'profile'; choose one of anomaly_detection, fp64"):
+    with pytest.raises(ValueError, match="unknown debug mode 'profile'; choose one of anomaly_detection, profiler"):
         Tricks(debug="profile")
+
+
+def test_the_profiler_is_read_recording_in_the_reference_step_only(workload):
+    case = debug_case(workload, "profiler", BITWISE)
+    observed = seen(case)
+    assert [ok for ok, _ in observed] == [True, True], observed
+    assert "reference the profiler recording read True" in observed[0][1]
+    assert case.accuracy(case.reference_output(), case.optimized_output()).passed

@@ -1,0 +1,87 @@
+"""Attention cases: fp64 accuracy catches an unscaled attention and a mask off by one; SDPA proves its fused kernel
+and FlexAttention its block sparsity, and neither passes when it falls back to dense work."""
+
+import dataclasses
+import math
+
+import pytest
+import torch
+
+from optbench.attention import (
+    AttentionShape,
+    BlockSparse,
+    Flex,
+    FusedKernel,
+    HandWrittenAttention,
+    attention_workload,
+    causal,
+    dense_mask,
+    flex_case,
+    sdpa_case,
+    sliding_window,
+)
+
+CPU = torch.device("cpu")
+SHAPE = AttentionShape(1, 2, 256, 32)
+
+
+class Unscaled(HandWrittenAttention):
+    """Forgets the 1/sqrt(d): the softmax sharpens."""
+
+    def forward(self, q, k, v):
+        return super().forward(q * math.sqrt(q.shape[-1]), k, v)
+
+
+def one_ahead(batch, head, query, key):
+    """The causal mask off by one: each position also sees the next."""
+    return query + 1 >= key
+
+
+def accuracy_with(case, optimized):
+    with torch.inference_mode():
+        return case.accuracy(case.reference(), optimized(), case.fp64_output())
+
+
+def test_sdpa_matches_fp64_attention_and_planted_mistakes_fail_accuracy():
+    case = sdpa_case(SHAPE, torch.float32, CPU, floor=1.0)
+    q, k, v = attention_workload(SHAPE, CPU).inputs
+    assert accuracy_with(case, case.optimized).passed
+    assert not accuracy_with(case, lambda: Unscaled()(q, k, v)).passed
+    assert not accuracy_with(case, lambda: HandWrittenAttention(one_ahead)(q, k, v)).passed
+
+
+def test_sdpa_shows_its_fused_kernel_and_the_math_fallback_is_not_in_effect():
+    case = sdpa_case(SHAPE, torch.float32, CPU, floor=1.0)
+    seen = FusedKernel()(case)
+    assert seen.in_effect and "_scaled_dot_product_flash_attention_for_cpu" in seen.evidence
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    optimized = case.optimized
+
+    def on_math():
+        with sdpa_kernel(SDPBackend.MATH):
+            return optimized()
+
+    fallback = FusedKernel()(dataclasses.replace(case, optimized=on_math))
+    assert not fallback.in_effect and "math fallback" in fallback.evidence
+
+
+def test_a_sliding_window_mask_is_the_same_dense_and_as_blocks():
+    window = dense_mask(sliding_window(4), 8, CPU)
+    assert window.sum(dim=1).tolist() == [1, 2, 3, 4, 4, 4, 4, 4]
+    assert torch.equal(dense_mask(causal, 8, CPU), torch.ones(8, 8, dtype=torch.bool).tril())
+
+
+@pytest.mark.parametrize("mask", [causal, sliding_window(64)], ids=["causal", "sliding_window"])
+def test_flex_attention_matches_dense_sdpa_and_skips_blocks(mask):
+    case = flex_case(SHAPE, "m", mask, CPU, floor=1.0)
+    with torch.inference_mode():
+        assert accuracy_with(case, case.optimized).passed
+    seen = [observer(case) for observer in case.in_effect]
+    assert seen[0].in_effect, seen[0].text()
+
+
+def test_a_block_mask_that_allows_everything_is_not_in_effect():
+    everything = Flex(lambda batch, head, query, key: query >= 0, SHAPE, CPU)
+    seen = BlockSparse(everything)(None)
+    assert not seen.in_effect and "skips 0%" in seen.evidence
