@@ -1,0 +1,22 @@
+"""torchao weight quantization on the Linear layers: the fp32 model compiled -> quantized and compiled (torchao's
+recommended use), int8 dynamic-activation and int8 weight-only on every device, int4 weight-only and float8 on
+the CUDA capabilities that have them (see `optbench.quantization` for each scheme's accuracy limit).
+
+The record's details give the state dict's bytes before and after. On the
+user's model (--model) every Linear layer is quantized; a model without one
+skips with that reason.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from optbench.quantization import SCHEMES, quantized
+
+FLOORS = {"int8-dynamic": 1.0, "int8-weight-only": 1.0, "int4-weight-only": 1.0, "float8-dynamic": 1.0}
+
+
+@pytest.mark.workloads("ln-mlp", "vit")
+@pytest.mark.parametrize("scheme", list(SCHEMES))
+def test_quantization(optbench, workload, profile, scheme):
+    optbench.run(quantized(workload, scheme, workload.floor(lambda: FLOORS[scheme]), profile.name))
