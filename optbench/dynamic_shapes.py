@@ -52,7 +52,7 @@ from .workload import Batch, InferenceWorkload, forward
 
 STREAM_FRACTIONS = (0.625, 0.375, 1.0, 0.28, 0.8, 0.52, 0.45, 0.75)
 """The stream's sizes as fractions of its largest, in the order they arrive: none twice, none 0 or 1 (sizes dynamo
-specialises on), more than dynamo's recompile limit would let through if each were compiled."""
+specialises on), as many as dynamo's recompile limit (8 per function) lets through if each is compiled."""
 
 POLICIES = ("automatic", "dynamic", "mark_dynamic", "buckets")
 _FUNCTIONS = itertools.count()
