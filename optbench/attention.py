@@ -25,6 +25,7 @@ cannot run the shape or dtype is a skip naming torch's reason.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -90,8 +91,11 @@ def sliding_window(width: int) -> Callable[..., Any]:
     return mask
 
 
+@functools.cache
 def dense_mask(mask: Callable[..., Any], seq: int, device: torch.device) -> torch.Tensor:
-    """`mask` evaluated on every (query, key) pair: the boolean (seq x seq) matrix SDPA's `attn_mask` takes."""
+    """`mask` evaluated on every (query, key) pair: the boolean (seq x seq) matrix SDPA's `attn_mask` takes.
+    Built once per mask and length, as a model keeps it in a buffer: building it is no part of either timed side
+    (FlexAttention's block mask is built once too)."""
     positions = torch.arange(seq, device=device)
     return mask(None, None, positions[:, None], positions[None, :])
 
