@@ -1,3 +1,3 @@
 """Loads the optbench plugin and the workload fixtures for every test under this root."""
 
-pytest_plugins = ["optbench.plugin", "fixtures.models", "fixtures.causal_lm", "fixtures.data", "fixtures.training"]
+pytest_plugins = ["optbench.plugin", "fixtures.causal_lm", "fixtures.models", "fixtures.data", "fixtures.training"]

@@ -1,6 +1,7 @@
 """Attention kernels: hand-written causal attention -> `scaled_dot_product_attention`, short and long sequences,
 fp32 and bf16 (each SDPA backend forced on CUDA); and SDPA with a dense mask -> FlexAttention with the same mask
-as a block mask, causal and a sliding window (see `optbench.attention`).
+as a block mask, causal and a sliding window (see `optbench.attention`); and a Hugging Face model's attention
+written out ("eager") against its `sdpa` implementation, on a random-weight Qwen2 or the user's --model.
 
 Outputs are held against hand-written attention in float64. The peak-memory
 column shows the score matrix the hand-written side materialises and the
@@ -12,7 +13,16 @@ from __future__ import annotations
 import pytest
 import torch
 
-from optbench.attention import SDPA_BACKENDS, AttentionShape, causal, flex_case, sdpa_case, sliding_window
+from optbench.attention import (
+    HF_IMPLEMENTATIONS,
+    SDPA_BACKENDS,
+    AttentionShape,
+    causal,
+    flex_case,
+    implementation_case,
+    sdpa_case,
+    sliding_window,
+)
 
 SHAPES = {
     "smoke": {"short": AttentionShape(1, 4, 128, 64), "long": AttentionShape(1, 4, 1024, 64)},
@@ -20,6 +30,7 @@ SHAPES = {
 }
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 FLOORS = {"short": 1.0, "long": 1.5}
+IMPLEMENTATION_FLOOR = 1.0
 MASKS = {"causal": (causal, 1.0), "sliding_window:256": (sliding_window(256), 1.5)}
 
 
@@ -35,3 +46,9 @@ def test_sdpa(optbench, profile, device, length, dtype, backend):
 def test_flex_attention(optbench, profile, device, mask):
     mask_mod, floor = MASKS[mask]
     optbench.run(flex_case(SHAPES[profile.name]["long"], mask, mask_mod, device, floor))
+
+
+@pytest.mark.workloads("qwen2")
+@pytest.mark.parametrize("implementation", HF_IMPLEMENTATIONS)
+def test_attention_implementation(optbench, workload, implementation):
+    optbench.run(implementation_case(workload, implementation, workload.floor(lambda: IMPLEMENTATION_FLOOR)))

@@ -37,9 +37,9 @@ from torch import nn
 
 from .case import Case
 from .hardware import Requires, dtype_name
-from .in_effect import InEffect
+from .in_effect import InEffect, Side
 from .techniques import REORDERED
-from .workload import InferenceWorkload
+from .workload import InferenceWorkload, not_applicable
 
 FUSED_ATTENTION = frozenset(
     {
@@ -162,14 +162,20 @@ def attention_workload(
 
 @dataclass(frozen=True)
 class FusedKernel:
-    """In effect: the optimized side's SDPA ran a fused kernel, not the math fallback's matmuls and softmax."""
+    """In effect: one call of `side` ran a fused attention kernel (`fused`), or none (the reference of a case
+    whose optimized side is what brings it), as the profiler saw it."""
+
+    side: Side = "optimized"
+    fused: bool = True
+    technique: str = "scaled_dot_product_attention"
 
     def __call__(self, case: Case) -> InEffect:
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as recorded:
-            case.optimized()
+            case.optimized() if self.side == "optimized" else case.reference()
         fused = sorted({event.name for event in recorded.events()} & FUSED_ATTENTION)
-        evidence = f"ran {', '.join(fused)}" if fused else "ran no fused attention kernel (the math fallback)"
-        return InEffect("scaled_dot_product_attention", bool(fused), evidence)
+        evidence = f"ran {', '.join(fused)}" if fused else "ran no fused attention kernel"
+        technique = self.technique if self.side == "optimized" else f"reference {self.technique}"
+        return InEffect(technique, bool(fused) == self.fused, evidence)
 
 
 @dataclass(frozen=True)
@@ -213,6 +219,37 @@ def sdpa_case(
         variant=f"sdpa:{backend or 'auto'}",
         workload=shape.describe(),
         in_effect=() if backend == "math" else (FusedKernel(),),
+    )
+
+
+HF_IMPLEMENTATIONS = ("sdpa",)
+"""Hugging Face attention implementations measured against the model's "eager" one (matmuls and a softmax)."""
+
+
+def implementation_case(workload: InferenceWorkload, implementation: str, floor: float) -> Case:
+    """A Hugging Face model's attention written out ("eager") vs `implementation`, chosen with
+    `set_attn_implementation` on two copies of the workload's model."""
+    technique = f"attn_implementation {implementation}"
+    models = [workload.model(), workload.model()]
+    if not all(callable(getattr(model, "set_attn_implementation", None)) for model in models):
+        not_applicable(workload.name, technique, "it is not a Hugging Face model, whose attention can be chosen")
+    for model, chosen in zip(models, ("eager", implementation), strict=True):
+        try:
+            model.set_attn_implementation(chosen)
+        except (ValueError, ImportError) as error:
+            not_applicable(workload.name, technique, str(error).splitlines()[0])
+    eager, optimized = models
+    return workload.case(
+        workload.call(eager),
+        workload.call(optimized),
+        accuracy=REORDERED,
+        floor=floor,
+        names=("attn_implementation eager", technique),
+        variant=technique,
+        in_effect=(
+            FusedKernel(technique=technique),
+            FusedKernel("reference", fused=False, technique="eager attention"),
+        ),
     )
 
 

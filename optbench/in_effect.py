@@ -280,6 +280,44 @@ class PinnedCopies:
         return InEffect(technique, pinned == len(copies) and waited == 0, evidence)
 
 
+HOST_READS = "host reads"
+"""`.item()`, `float(t)`, `if t:` (ATen's `_local_scalar_dense`) or a copy back to host memory: a tensor's value
+read on the host, which waits for everything queued on its device."""
+HOST_TO_DEVICE_COPIES = "host-to-device copies"
+
+
+def _is_host_read(call: OpCall) -> bool:
+    if call.op == "aten._local_scalar_dense":
+        return True
+    return call.op == "aten._to_copy" and call.args[0].device.type != "cpu" and call.outputs[0].device.type == "cpu"
+
+
+@dataclass(frozen=True)
+class HostTraffic:
+    """Over `calls` calls of each side, the optimized side makes at least `fewer` fewer of what `counted` names
+    (HOST_READS or HOST_TO_DEVICE_COPIES) than the reference: the synchronizations a technique removes.
+    Counting both sides leaves out what the model itself does, the same on each."""
+
+    technique: str
+    counted: str
+    calls: int
+    fewer: int
+
+    def _count(self, case: Case, side: Side) -> int:
+        reads = self.counted == HOST_READS
+        counts = _is_host_read if reads else _host_to_device
+        ops = frozenset({"aten._local_scalar_dense", "aten._to_copy"}) if reads else COPIES
+        return sum(bool(counts(c)) for _ in range(self.calls) for c in observed_ops(lambda: _call(case, side), ops))
+
+    def __call__(self, case: Case) -> InEffect:
+        reference, optimized = self._count(case, "reference"), self._count(case, "optimized")
+        evidence = (
+            f"made {optimized} {self.counted} in {self.calls} call(s) against the reference's {reference}"
+            f" (expected at least {self.fewer} fewer)"
+        )
+        return InEffect(self.technique, reference - optimized >= self.fewer, evidence)
+
+
 @dataclass(frozen=True)
 class Recomputes:
     """One call of the optimized side runs more matmuls than one of the reference: checkpointed blocks run their

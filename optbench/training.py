@@ -43,6 +43,7 @@ from typing import Any, NamedTuple
 
 import torch
 from torch import nn
+from torch.utils._pytree import tree_flatten, tree_unflatten
 from torch.utils.data import DataLoader, IterableDataset, Sampler
 
 from .accuracy import Comparator, Deviation, TrainingAgreement, TrainingOutcome, parameter_deviation
@@ -50,10 +51,13 @@ from .case import Case
 from .checkpointing import checkpoint_blocks, repeated_blocks
 from .hardware import HardwareClass, Requires, cuda_capability, dtype_name, dtype_unsupported_reason
 from .in_effect import (
+    HOST_READS,
+    HOST_TO_DEVICE_COPIES,
     Autocast,
     ChangesNumbers,
     ChannelsLast,
     GradsCleared,
+    HostTraffic,
     LessMemory,
     LoaderWorkers,
     Observer,
@@ -168,10 +172,22 @@ class Tricks:
     debug: str | None = None
     """A debug mode left on, which PyTorch's tuning guide says to turn off (one of DEBUG_MODES): the reference
     of the debug-mode cases, never a trick."""
+    log_loss_every: int | None = None
+    """Steps between reads of the running loss on the host (`.item()`, which waits for everything queued on the
+    device): 1 is the read every step PyTorch's tuning guide warns about; N keeps the sum on the device and reads
+    it once per N steps; None logs nothing."""
+    new_tensors: str | None = None
+    """Where the tensor each step makes for itself (a mask of ones over the batch's first input, as a loop builds
+    an attention mask) is created: "host" (then copied with `.to(device)`) or "device" (`device=` at creation);
+    None makes none."""
 
     def __post_init__(self) -> None:
         if self.debug is not None and self.debug not in DEBUG_MODES:
             raise ValueError(f"unknown debug mode {self.debug!r}; choose one of {', '.join(DEBUG_MODES)}")
+        if self.log_loss_every is not None and self.log_loss_every < 1:
+            raise ValueError(f"log_loss_every must be a number of steps >= 1, not {self.log_loss_every}")
+        if self.new_tensors not in (None, *NEW_TENSOR_PLACES):
+            raise ValueError(f"new_tensors is one of {', '.join(NEW_TENSOR_PLACES)}, not {self.new_tensors!r}")
 
     @property
     def label(self) -> str:
@@ -189,10 +205,13 @@ class Tricks:
             "checkpointing": self.checkpointing,
             f"memory_budget:{self.memory_budget}": self.memory_budget is not None,
             f"debug:{self.debug}": self.debug is not None,
+            f"log_loss_every:{self.log_loss_every}": self.log_loss_every is not None,
+            f"new_tensors:{self.new_tensors}": self.new_tensors is not None,
         }
         return "+".join(name for name, on in switched_on.items() if on) or "all off"
 
 
+NEW_TENSOR_PLACES = ("host", "device")
 OFF = Tricks()
 DEBUG_MODES = ("anomaly_detection", "profiler", "fp64")
 """torch.autograd's anomaly detection around every step (it records each op's stack for backward and checks every
@@ -354,6 +373,10 @@ class Trainer:
         self._loader: DataLoader | None = None
         self.loaded_by: list[int] = []
         """The processes that collated the batches of the last timed call through a loader."""
+        self._running_loss: torch.Tensor | None = None
+        self._steps_unlogged = 0
+        self.logged_loss: float | None = None
+        """The mean loss of the last `log_loss_every` steps, as the host last read it."""
 
     def _optimizer(self) -> tuple[torch.optim.Optimizer, torch.amp.GradScaler | None]:
         optimizer = self.setup.optimizer(self.model.parameters())
@@ -388,6 +411,8 @@ class Trainer:
 
     def _step(self, batch: Batch) -> torch.Tensor:
         self.optimizer.zero_grad(set_to_none=self.tricks.set_to_none)
+        if self.tricks.new_tensors is not None:
+            batch = self._masked(batch)
         loss = self.forward_loss(batch)
         if self.scaler is None:
             loss.backward()
@@ -396,7 +421,30 @@ class Trainer:
             self.scaler.scale(loss).backward()
             self.scaler.step(self.optimizer)
             self.scaler.update()
+        if self.tricks.log_loss_every is not None:
+            self._log(loss.detach())
         return loss.detach()
+
+    def _masked(self, batch: Batch) -> Batch:
+        """`batch` with its first tensor multiplied by a mask of ones made in this step (no number changes)."""
+        leaves, spec = tree_flatten(batch)
+        first = next(i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor))
+        inputs = leaves[first]
+        if self.tricks.new_tensors == "host":
+            mask = torch.ones(inputs.shape, dtype=inputs.dtype).to(inputs.device)
+        else:
+            mask = torch.ones(inputs.shape, dtype=inputs.dtype, device=inputs.device)
+        leaves[first] = inputs * mask
+        return tree_unflatten(leaves, spec)
+
+    def _log(self, loss: torch.Tensor) -> None:
+        """Sums `loss` on the device; every `log_loss_every` steps, reads the sum on the host (a plain
+        `loss.item()` when that is every step) and logs the mean."""
+        self._running_loss = loss if self._running_loss is None else self._running_loss + loss
+        self._steps_unlogged += 1
+        if self._steps_unlogged == self.tricks.log_loss_every:
+            self.logged_loss = self._running_loss.item() / self._steps_unlogged
+            self._running_loss, self._steps_unlogged = None, 0
 
     def _steps(self, batches: Iterable[Batch]) -> list[torch.Tensor]:
         return [self.step(batch) for batch in batches]
@@ -462,6 +510,7 @@ class Trainer:
         if jitter:
             self._jitter(jitter, noise)
         self.model.zero_grad(set_to_none=True)
+        self._running_loss, self._steps_unlogged = None, 0
         self.optimizer, self.scaler = self._optimizer()
         scheduler = self.setup.scheduler(self.optimizer) if self.setup.scheduler else None
         pinned = self.workload.loading(Loading(), pin_memory=True) if self.tricks.pin_memory else None
@@ -725,6 +774,17 @@ def in_effect(reference: Trainer, optimized: Trainer) -> tuple[Observer, ...]:
         observers += [
             debug_read(off.debug, trainer, on_side) for trainer, on_side in ((reference, True), (optimized, False))
         ]
+    if on.log_loss_every is not None and off.log_loss_every is not None and on.log_loss_every > off.log_loss_every:
+        steps = optimized.setup.steps_per_call * on.log_loss_every
+        observers.append(
+            HostTraffic(
+                f"the loss read every {on.log_loss_every} steps", HOST_READS, on.log_loss_every,
+                fewer=steps // off.log_loss_every - steps // on.log_loss_every,
+            )
+        )  # fmt: skip
+    if off.new_tensors == "host" and on.new_tensors == "device":
+        fewer = optimized.setup.steps_per_call
+        observers.append(HostTraffic("the step's mask made on the device", HOST_TO_DEVICE_COPIES, 1, fewer))
     if on.optimizer_impl != off.optimizer_impl:
         observers += [
             OptimizerKernels(implementation, side)

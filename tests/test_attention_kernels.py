@@ -6,7 +6,10 @@ import math
 
 import pytest
 import torch
+from torch import nn
+from transformers import PreTrainedModel
 
+from fixtures.models import inference_workload
 from optbench.attention import (
     AttentionShape,
     BlockSparse,
@@ -17,6 +20,7 @@ from optbench.attention import (
     causal,
     dense_mask,
     flex_case,
+    implementation_case,
     sdpa_case,
     sliding_window,
 )
@@ -63,7 +67,7 @@ def test_sdpa_shows_its_fused_kernel_and_the_math_fallback_is_not_in_effect():
             return optimized()
 
     fallback = FusedKernel()(dataclasses.replace(case, optimized=on_math))
-    assert not fallback.in_effect and "math fallback" in fallback.evidence
+    assert not fallback.in_effect and fallback.evidence == "ran no fused attention kernel"
 
 
 def test_a_sliding_window_mask_is_the_same_dense_and_as_blocks():
@@ -85,3 +89,33 @@ def test_a_block_mask_that_allows_everything_is_not_in_effect():
     everything = Flex(lambda batch, head, query, key: query >= 0, SHAPE, CPU)
     seen = BlockSparse(everything)(None)
     assert not seen.in_effect and "skips 0%" in seen.evidence
+
+
+@pytest.fixture(scope="module")
+def qwen2():
+    return inference_workload("qwen2", "smoke", CPU)
+
+
+def test_a_hugging_face_model_runs_eager_attention_against_its_sdpa_implementation(qwen2):
+    case = implementation_case(qwen2, "sdpa", floor=1.0)
+    seen = [observer(case) for observer in case.in_effect]
+    assert [observation.in_effect for observation in seen] == [True, True], [o.text() for o in seen]
+    assert "_scaled_dot_product_flash_attention_for_cpu" in seen[0].text()
+    assert seen[1].text() == "reference eager attention ran no fused attention kernel"
+    assert accuracy_with(case, case.optimized).passed
+
+
+def test_an_implementation_that_was_never_set_is_not_in_effect(qwen2, monkeypatch):
+    # The model's default (sdpa) stays on both sides: the reference runs the fused kernel too.
+    monkeypatch.setattr(PreTrainedModel, "set_attn_implementation", lambda self, implementation: None)
+    case = implementation_case(qwen2, "sdpa", floor=1.0)
+    reference = case.in_effect[1](case)
+    assert not reference.in_effect
+    assert "reference eager attention ran aten::_scaled_dot_product_flash_attention_for_cpu" in reference.text()
+
+
+def test_a_model_that_is_not_from_hugging_face_skips_with_the_reason():
+    workload = inference_workload("ln-mlp", "smoke", CPU)
+    assert isinstance(workload.model(), nn.Module)
+    with pytest.raises(pytest.skip.Exception, match="attn_implementation sdpa does not apply to ln-mlp: it is not a"):
+        implementation_case(workload, "sdpa", floor=1.0)
