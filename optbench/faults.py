@@ -6,7 +6,7 @@ import gc
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import torch
@@ -18,15 +18,19 @@ from .remote import WorkerError
 class Phase:
     """Where a case is, so that a fault can say what it interrupted, and how long each phase took."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_enter: Callable[[str], None] | None = None) -> None:
         self.current = "setup"
         self.durations_s: dict[str, float] = {}
         self._started = time.monotonic()
+        self.on_enter = on_enter
+        """Told each phase as it starts (optbench.progress)."""
 
     def enter(self, name: str) -> None:
         now = time.monotonic()
         self.durations_s[self.current] = self.durations_s.get(self.current, 0.0) + now - self._started
         self.current, self._started = name, now
+        if self.on_enter is not None:
+            self.on_enter(name)
 
 
 class CaseTimeout(Exception):

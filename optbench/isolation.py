@@ -35,7 +35,7 @@ import tempfile
 import time
 import traceback
 import types
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -46,6 +46,7 @@ OUTCOME_FILE = "outcome.json"
 """Written by an isolated child: its test's outcome, for the parent to reproduce."""
 LOG_FILE = "case.log"
 STARTUP_TIMEOUT_S = 300.0
+WATCH_S = 1.0
 
 
 class IsolationError(Exception):
@@ -148,8 +149,11 @@ class Zygote:
             )
         return json.loads(line)
 
-    def run(self, args: list[str], results_dir: Path, timeout_s: float) -> Finished:
-        """pytest `args` in a fresh fork, writing to `results_dir`; killed after `timeout_s`."""
+    def run(
+        self, args: list[str], results_dir: Path, timeout_s: float, watch: Callable[[], None] | None = None
+    ) -> Finished:
+        """pytest `args` in a fresh fork, writing to `results_dir`; killed after `timeout_s`. `watch` is called
+        about every WATCH_S while the fork runs (optbench.progress reads its phase)."""
         started = time.monotonic()
         if self._process is None or self._process.poll() is not None:
             self._process = self._start()
@@ -157,7 +161,12 @@ class Zygote:
         log = results_dir / LOG_FILE
         _send(process, {"args": args, "log": str(log)})
         child = self._answer(process, STARTUP_TIMEOUT_S)["pid"]
-        ready, _, _ = select.select([process.stdout], [], [], timeout_s)
+        deadline = time.monotonic() + timeout_s
+        ready: list[Any] = []
+        while not ready and (left := deadline - time.monotonic()) > 0:
+            ready, _, _ = select.select([process.stdout], [], [], min(left, WATCH_S) if watch else left)
+            if watch is not None and not ready:
+                watch()
         if not ready:
             _kill(child)
         status = self._answer(process, STARTUP_TIMEOUT_S)["status"]

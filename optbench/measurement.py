@@ -209,7 +209,12 @@ class Rounds:
 
 
 def paired_rounds(
-    benchmark: Any, reference: Callable[[], Any], optimized: Callable[[], Any], blocks: Blocks, rounds: int
+    benchmark: Any,
+    reference: Callable[[], Any],
+    optimized: Callable[[], Any],
+    blocks: Blocks,
+    rounds: int,
+    on_round: Callable[[int, int], None] | None = None,
 ) -> Rounds:
     """Times `rounds` pairs of blocks in ABBA order; the optimized blocks go through pytest-benchmark.
 
@@ -219,7 +224,8 @@ def paired_rounds(
     effects. pytest-benchmark forbids `iterations > 1` together with a setup
     hook, so its target is the whole block and its times are divided by the
     block's calls afterwards: its stats, JSON and --benchmark-compare then
-    mean time per call, as they do for its own `iterations`.
+    mean time per call, as they do for its own `iterations`. `on_round(done, rounds)` is told before each
+    round, off the clock.
     """
     clock = blocks.clock
     reference_blocks: list[BlockTime] = []
@@ -230,6 +236,8 @@ def paired_rounds(
         reference_blocks.append(blocks.time(reference))
 
     def setup() -> None:
+        if on_round is not None:
+            on_round(len(reference_blocks), rounds)
         reference_first[0] = next(order)
         if reference_first[0]:
             time_reference()

@@ -8,7 +8,8 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Generator, Sequence
+import textwrap
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
@@ -20,6 +21,7 @@ import torch
 
 from .allocator import ALLOCATORS, Allocator, AllocatorNotFound, allocator_environment, detect_allocator, started_with
 from .baselines import BaselineError, BaselineStore
+from .compact import benchmark_columns, compact_summary, prose, summary_width
 from .confirmation import case_arguments, confirm_in_fresh_process, independent_in_fresh_process
 from .environment import current_commit, environment_key, fingerprint
 from .faults import forget_frames, release_memory
@@ -28,6 +30,7 @@ from .isolation import Finished, Outcome, Zygote, preloaded_modules, scratch_dir
 from .outputs import OutputError, writable_folder
 from .own_model import SpecError, load_training, load_workload
 from .profiles import PROFILES, Profile
+from .progress import MODES, PHASE_FILE, PhaseFile, Progress, progress_mode, read_phase
 from .recipe import load_recipe
 from .recommendation import recommendation_markdown
 from .record import RECORD_KEY, RECORDS_FILE, Record, RecordError
@@ -58,6 +61,10 @@ _DEFAULTS = pytest.StashKey[dict[str, Any]]()
 _REQUIRED = object()
 _FAILURE = pytest.StashKey[BaseException]()
 """A failed case's error, from its report until its teardown."""
+
+
+HELPER_ROLES = ("optbench_isolated", "optbench_confirming", "optbench_independent")
+"""The options that make a process one of the harness's helpers for a case: its own, a confirmation, a timer."""
 
 
 def option(config: pytest.Config, name: str, default: Any = _REQUIRED) -> Any:
@@ -173,6 +180,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "python gets it), jemalloc or tcmalloc (preloaded into each case's process; apt-get install libjemalloc2 / "
         "libtcmalloc-minimal4). Default: system, or the allocator this process preloads. Part of the environment "
         "key when not the default system one.",
+    )
+    group.addoption(
+        "--progress",
+        choices=MODES,
+        default="auto",
+        help="what the running case is doing, live: tty (a status line redrawn in place), lines (a line per phase "
+        "of a case past 30 s, for CI logs) or off. Default auto: tty on a terminal, lines elsewhere.",
     )
     # The roles of the processes a case runs in, set by the harness itself.
     group.addoption("--optbench-confirming", action="store_true", help=argparse.SUPPRESS)
@@ -334,9 +348,33 @@ class OptbenchSession:
         self._zygote: Zygote | None = None
         self._outcome: Outcome | None = None
         self.allocator, self._zygote_environment = self._allocator()
+        self.progress: Progress | None = None
+        """Made once the cases are counted (the terminal reporter exists by then)."""
         self.own_workload = self._own_workload()
         self.own_training = self._own_training()
         self.own_recipe = self._own_recipe()
+
+    def _progress(self, cases: int) -> Progress | None:
+        """The live status on this run's terminal; None where this process does not write to it."""
+        config = self.config
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        helper = any(
+            option(config, role) for role in ("optbench_isolated", "optbench_confirming", "optbench_independent")
+        )
+        mode = progress_mode(option(config, "progress"), bool(reporter and reporter.isatty), helper or self.is_worker)
+        if mode == "off" or reporter is None:
+            return None
+        workers = option(config, "numprocesses") if self.is_controller else 1
+        progress = Progress(config, mode, self.profile.case_estimate_s, cases, workers or 1)
+        config.pluginmanager.register(progress, "optbench-progress")
+        return progress
+
+    def case_progress(self) -> Callable[[str], None] | None:
+        """Where a case run in this process tells its phases: the status line, or, in a case's own process, the
+        file its parent reads."""
+        if self.isolated:
+            return PhaseFile(self.results_dir / PHASE_FILE)
+        return self.progress.show if self.progress else None
 
     def _own_recipe(self) -> ModuleType | None:
         path = option(self.config, "recipe")
@@ -411,8 +449,7 @@ class OptbenchSession:
     def isolates(self) -> bool:
         """Whether this process hands each timed case to a process of its own (--isolation)."""
         config = self.config
-        roles = ("optbench_isolated", "optbench_confirming", "optbench_independent")
-        return option(config, "isolation") == "process" and not any(option(config, role) for role in roles)
+        return option(config, "isolation") == "process" and not any(option(config, role) for role in HELPER_ROLES)
 
     def run_isolated(self, node_id: str) -> Finished:
         """Runs the case `node_id` in a fresh fork of this run's zygote (optbench.isolation)."""
@@ -429,7 +466,9 @@ class OptbenchSession:
         arguments += ["--device", str(self.device), "--capture", "no"]
         # Its own confirmations and independent timer run inside it, each within the case's time limit.
         runs = 2 + self.settings().gate.confirmations
-        return self._zygote.run(arguments, results, timeout_s=self.profile.case_timeout_s * runs + 120)
+        progress = self.progress
+        watch = (lambda: progress.show(read_phase(results / PHASE_FILE) or "starting")) if progress else None
+        return self._zygote.run(arguments, results, timeout_s=self.profile.case_timeout_s * runs + 120, watch=watch)
 
     def close_zygote(self) -> None:
         if self._zygote is not None:
@@ -574,6 +613,7 @@ class OptbenchSession:
             workers = option(self.config, "numprocesses") if self.is_controller else 1
             terminal.write_line(f"optbench: {self.profile.describe_estimate(cases, workers)}")
             self._estimated = True
+            self.progress = self._progress(cases)
 
     @pytest.hookimpl
     def pytest_collection_finish(self, session: pytest.Session) -> None:
@@ -624,22 +664,38 @@ class OptbenchSession:
             forget_frames(failure)
             release_memory(self.device)
 
-    @pytest.hookimpl
+    @pytest.hookimpl(tryfirst=True)  # before pytest-benchmark's table, which _fit_benchmark_table shapes
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if not self.records:
             return
+        self._fit_benchmark_table(terminalreporter)
         key = self.records[0].environment_key
-        terminalreporter.write_sep("=", f"optbench: profile {self.profile.name} on {self.device} ({key})")
-        terminalreporter.write_line(summary(self.records))
+        width = summary_width(terminalreporter)
+        terminalreporter.write_sep("=", f"optbench: profile {self.profile.name} on {self.device}")
+        verbose = self.config.get_verbosity() > 0
+        if verbose:
+            terminalreporter.write_line(f"environment {key}")
+            terminalreporter.write_line(summary(self.records))
+        else:
+            notice = f"Environment {key}. Every column and note: {self.results_dir / 'summary.md'}, or -v."
+            notice = textwrap.fill(notice, width, break_on_hyphens=False)
+            terminalreporter.write_line(compact_summary(self.records, width) + "\n\n" + notice)
         if all(record.speedup is None for record in self.records):
-            terminalreporter.write_line(
+            disabled = (
                 "timing disabled (--benchmark-disable, or pytest-xdist without --gpu-per-worker): "
                 "accuracy was checked, speed was not gated"
             )
+            terminalreporter.write_line(textwrap.fill(disabled, width))
         recommendation = recommendation_markdown(self.records)
         if recommendation:
             terminalreporter.write_sep("-", "optbench: what to use on this device (seed 004)")
-            terminalreporter.write_line(recommendation)
+            if verbose:
+                terminalreporter.write_line(recommendation)
+            else:
+                terminalreporter.write_line(prose(recommendation, width))
+                terminalreporter.write_line(
+                    textwrap.fill(f"Its tables: {self.results_dir / 'recommendation.md'}, or -v.", width)
+                )
         benchmark_session = getattr(self.config, "_benchmarksession", None)
         saved_runs = benchmark_session.compared_mapping if benchmark_session else None
         for path, saved_benchmarks in (saved_runs or {}).items():
@@ -654,6 +710,21 @@ class OptbenchSession:
                 terminalreporter.write_line(f"not compared: {error}")
                 continue
             terminalreporter.write_line(changes_table(self.records, saved, comparison))
+
+    def _fit_benchmark_table(self, reporter: Any) -> None:
+        """pytest-benchmark's table of times, printed after this summary: left out unless asked for (-v,
+        --benchmark-compare, --benchmark-columns or --benchmark-histogram: the times are in summary.md), and where
+        --benchmark-compare asks for it, in as many of its columns as fit the summary's width."""
+        benchmark_session = getattr(self.config, "_benchmarksession", None)
+        if benchmark_session is None or self.config.get_verbosity() > 0:
+            return
+        if option(self.config, "benchmark_columns", None) or option(self.config, "benchmark_histogram", None):
+            return
+        if not option(self.config, "benchmark_compare", None):
+            benchmark_session.groups = []
+            return
+        names = [benchmark.name for benchmark in benchmark_session.benchmarks]
+        benchmark_session.columns = benchmark_columns(names, summary_width(reporter), compared=True)
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)  # around pytest-benchmark's, whose JSON save may still fail
     def pytest_sessionfinish(self) -> Generator[None, None, None]:
@@ -857,6 +928,7 @@ def case_runner(request: pytest.FixtureRequest, benchmark: Any) -> CaseRunner:
         isolate=partial(session.run_isolated, node_id) if benchmark.enabled and session.isolates() else None,
         independent=partial(independent_in_fresh_process, config, node_id) if settings.agree else None,
         independent_only=option(config, "optbench_independent"),
+        progress=session.case_progress(),
     )
 
 

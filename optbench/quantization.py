@@ -57,9 +57,12 @@ class Scheme:
     options: tuple[tuple[str, Any], ...] = ()
 
 
+# torchao's int8 configs default to their version 1 (AffineQuantizedTensor, deprecated) in 0.15.0 and to version 2
+# (Int8Tensor) in 0.18.0: named, so both releases quantize to the same tensor subclass.
+INT8_TENSOR = (("version", 2),)
 SCHEMES = {
-    "int8-dynamic": Scheme("Int8DynamicActivationInt8WeightConfig", 0.05),
-    "int8-weight-only": Scheme("Int8WeightOnlyConfig", 0.02),
+    "int8-dynamic": Scheme("Int8DynamicActivationInt8WeightConfig", 0.05, options=INT8_TENSOR),
+    "int8-weight-only": Scheme("Int8WeightOnlyConfig", 0.02, options=INT8_TENSOR),
     "int4-weight-only": Scheme(
         "Int4WeightOnlyConfig",
         0.10,

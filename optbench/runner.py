@@ -123,6 +123,7 @@ class CaseRunner:
         isolate: Callable[[], Finished] | None = None,
         independent: Callable[[], list[float] | None] | None = None,
         independent_only: bool = False,
+        progress: Callable[[str], None] | None = None,
     ) -> None:
         self.settings = settings
         self.benchmark = benchmark
@@ -137,6 +138,8 @@ class CaseRunner:
         """Times this case with torch.utils.benchmark.Timer in a fresh process (--agree); None not to."""
         self.independent_only = independent_only
         """This process is that fresh process: it only runs the independent timer."""
+        self.progress = progress or (lambda phase: None)
+        """Told what the case is doing: each phase, each timed round, each confirmation run (optbench.progress)."""
 
     def run(self, case: Case) -> Record:
         """Measure, check and gate `case`; returns its record, fails the test on a failing verdict."""
@@ -155,7 +158,7 @@ class CaseRunner:
             return self._time_independently(case)
         # Each case compiles from scratch, so its compile time and graph counts are its own.
         torch.compiler.reset()
-        phase = Phase()
+        phase = Phase(self.progress)
         fault: Exception | None = None
         try:
             fallback = compile_errors_fall_back_to_eager() if settings.compile_fallback else nullcontext()
@@ -169,6 +172,7 @@ class CaseRunner:
         confirmations: list[Confirmation] = []
         verdict = self._verdict(case, measured, baseline, confirmations)
         while verdict.wants_confirmation and self.confirm and len(confirmations) < settings.gate.confirmations:
+            self.progress(f"confirmation run {len(confirmations) + 1} of at most {settings.gate.confirmations}")
             confirmations.append(self.confirm())
             verdict = self._verdict(case, measured, baseline, confirmations)
         record = measured.record(verdict, BaselineSummary.of(baseline), confirmations)
@@ -318,7 +322,10 @@ class CaseRunner:
         if timed:
             plan = plan_rounds(warmup, profile)
             blocks = Blocks(clock, warmup.block_calls, flush)
-            rounds = paired_rounds(self.benchmark, case.reference, optimized, blocks, plan.rounds)
+            rounds = paired_rounds(
+                self.benchmark, case.reference, optimized, blocks, plan.rounds,
+                on_round=lambda done, total: self.progress(f"timed rounds {done} of {total}"),
+            )  # fmt: skip
             speedup = speedup_interval(rounds.reference_s, rounds.optimized_s)
             sessions = [speedup] if settings.sessions > 1 else None
             for _ in range(settings.sessions - 1):

@@ -63,7 +63,7 @@ def test_a_test_that_asks_for_the_fixture_gets_a_measured_gated_case(throwaway):
     (throwaway.path / "tests" / "test_x.py").write_text(PLAIN + OWN_CASE)
     result = throwaway.runpytest_subprocess("tests", "-p", "no:cacheprovider", "--device", "cpu", "--profile")
     result.assert_outcomes(passed=2)
-    result.stdout.fnmatch_lines(["*optbench: profile smoke on cpu*", "test_my_model_compiled*eager*compiled*x [[]*"])
-    (row,) = [line for line in result.stdout.lines if line.startswith("test_my_model_compiled ") and "eager" in line]
-    assert "FAIL" not in row  # measured, checked and judged: pass, or inconclusive on a noisy host
+    result.stdout.fnmatch_lines(["*optbench: profile smoke on cpu*", "test_my_model_compiled *x [[]*"])
+    (row,) = [line for line in result.stdout.lines if line.startswith("test_my_model_compiled ") and "x [" in line]
+    assert " fail" not in row  # measured, checked and judged: pass, or inconclusive on a noisy host
     assert (throwaway.path / ".optbench" / "records.jsonl").read_text().count("\n") == 1

@@ -114,9 +114,9 @@ def test_graphed(optbench):
 def test_a_graphed_compiled_variant_is_recorded_as_not_measured(pytester):
     pytester.makeconftest('pytest_plugins = ["optbench.plugin"]\n')
     pytester.makepyfile(test_graphed=GRAPHED)
-    result = pytester.runpytest_subprocess("--benchmark-disable", "--compile-fallback", "-p", "no:cacheprovider")
+    result = pytester.runpytest_subprocess("--benchmark-disable", "--compile-fallback", "-v", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["*test_graphed*/n/a MiB*"])
+    result.stdout.fnmatch_lines(["*test_graphed*/n/a MiB*"])  # -v: the full table, with peak memory
     (record,) = read_records(pytester.path / ".optbench")
     assert record.memory.reference_bytes >= 4096 and record.memory.optimized_bytes is None
     assert record.memory.optimized_note == "graphed"

@@ -56,9 +56,10 @@ def test_state_bytes_count_the_quantized_storage():
 def test_another_torchao_release_is_named_with_the_one_to_install(monkeypatch):
     assert torchao_problem() is None
     monkeypatch.setattr("importlib.metadata.version", lambda package: "0.9.0")
+    tested = TORCHAO[".".join(torch.__version__.split(".")[:2])]
     assert torchao_problem() == (
-        f"torchao 0.9.0 is installed; with torch {torch.__version__} this suite uses {TORCHAO['2.14']}"
-        f" (pip install torchao=={TORCHAO['2.14']})"
+        f"torchao 0.9.0 is installed; with torch {torch.__version__} this suite uses {tested}"
+        f" (pip install torchao=={tested})"
     )
 
 

@@ -1,0 +1,133 @@
+"""Live progress: the running case's phase on a terminal (redrawn in place, never left in pytest's output), a line
+per phase in logs once a case runs long, and a case that hangs in its warm-up showing that phase throughout."""
+
+import re
+from types import SimpleNamespace
+
+import pytest
+
+from optbench.progress import LINE_AFTER_S, Progress, phase_kind, progress_mode
+
+CONFTEST = 'pytest_plugins = ["optbench.plugin"]\n'
+# The optimized side sleeps 3 s once, at its fifth call: in the warm-up, after the first calls.
+HANGS_IN_WARM_UP = """
+import time
+import torch
+from optbench import Case, Exact
+
+calls = []
+
+
+def one():
+    return torch.ones(1)
+
+
+def optimized():
+    calls.append(1)
+    if len(calls) == 5:
+        time.sleep(3)
+    return one()
+
+
+def test_hangs(optbench):
+    optbench.run(Case(reference=one, optimized=optimized, accuracy=Exact(), floor=0.1))
+
+
+def test_quick(optbench):
+    optbench.run(Case(reference=one, optimized=one, accuracy=Exact(), floor=0.1))
+"""
+FAST = ("--case-budget", "0.5", "--block-target", "0.001", "-p", "no:cacheprovider")
+STATUS = re.compile(r"\x1b\[K(?: ([^\x1b]*)\x1b\[\d+D)?")
+"""What the status line writes: clear to the end of the line, then the status and the cursor moved back."""
+
+
+class Lines:
+    """A terminal reporter's write_line, kept."""
+
+    def __init__(self):
+        self.lines = []
+
+    def write_line(self, line):
+        self.lines.append(line)
+
+
+def log_progress(clock):
+    reporter = Lines()
+    plugins = {"terminalreporter": reporter, "capturemanager": None}
+    config = SimpleNamespace(pluginmanager=SimpleNamespace(getplugin=plugins.get))
+    return Progress(config, "lines", per_case_s=40, cases=3, clock=lambda: clock[0]), reporter
+
+
+def test_in_a_log_a_case_past_30_s_gets_one_line_per_phase():
+    clock = [0.0]
+    progress, reporter = log_progress(clock)
+    progress.start("bench.py::test_long")
+    progress.show("warm-up")
+    assert reporter.lines == []  # a short case writes nothing
+    clock[0] = LINE_AFTER_S + 1
+    progress.show("warm-up")
+    for done in range(3):
+        progress.show(f"timed rounds {done} of 24")
+    progress.show("accuracy")
+    assert reporter.lines == [
+        "optbench: test_long: warm-up, 31 s; run ~89 s left",
+        "optbench: test_long: timed rounds 0 of 24, 31 s; run ~89 s left",
+        "optbench: test_long: accuracy, 31 s; run ~89 s left",
+    ]
+
+
+def test_what_is_left_is_the_unfinished_cases_at_the_per_case_estimate():
+    clock = [0.0]
+    progress, _ = log_progress(clock)
+    progress.start("a")
+    clock[0] = 10
+    assert progress.left_s() == 3 * 40 - 10
+    progress.finish("a")
+    assert progress.left_s() == 2 * 40
+    assert phase_kind("timed rounds 12 of 24") == "timed rounds"
+
+
+@pytest.mark.parametrize(
+    ("requested", "isatty", "worker", "mode"),
+    [
+        ("auto", True, False, "tty"),
+        ("auto", False, False, "lines"),
+        ("tty", False, True, "off"),
+        ("off", True, False, "off"),
+    ],
+)
+def test_the_mode_follows_the_terminal_and_xdist_workers_write_none(requested, isatty, worker, mode):
+    assert progress_mode(requested, isatty, worker) == mode
+
+
+@pytest.fixture
+def project(pytester):
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_hangs=HANGS_IN_WARM_UP)
+    return pytester
+
+
+def test_a_case_that_hangs_in_its_warm_up_shows_that_phase_while_it_hangs(project):
+    result = project.runpytest_subprocess("--progress", "tty", *FAST)
+    result.assert_outcomes(passed=2)
+    statuses = [status for status in STATUS.findall(result.stdout.str()) if status.startswith("test_hangs:")]
+    seconds = [int(s) for s in re.findall(r"test_hangs: warm-up, (\d+) s", " ".join(statuses))]
+    # Redrawn about every second of the 3 s sleep, each time still saying warm-up.
+    assert len(set(seconds)) >= 3, statuses
+
+
+def test_the_status_never_stays_in_pytests_output_under_xdist(project):
+    plain = project.runpytest_subprocess("-n", "2", "--progress", "off", *FAST)
+    shown = project.runpytest_subprocess("-n", "2", "--progress", "tty", *FAST)
+    shown.assert_outcomes(passed=2)
+    drawn = STATUS.findall(shown.stdout.str())
+    assert any(status.startswith("running ") for status in drawn), drawn  # the controller showed its workers' cases
+    cleaned = STATUS.sub("", shown.stdout.str())
+    assert "run ~" not in cleaned
+    # What pytest wrote is unchanged: the same lines as without the status, timings aside.
+    assert _shape(cleaned) == _shape(plain.stdout.str())
+
+
+def _shape(output):
+    lines = [line for line in output.splitlines() if line.strip() and "optbench:" not in line]
+    return [re.sub(r"[\d.]+", "#", line) for line in lines if "tmp" not in line and "seconds" not in line]
