@@ -37,7 +37,8 @@ from .order import OrderCheckError, check_order, collect, order_markdown, timed_
 from .outputs import OutputError, writable_folder
 from .own_model import absolute_spec
 from .record import Record, read_records
-from .runs import RunFileError, load_run
+from .run_page import PAGE, write_run_page
+from .runs import RunFileError, load_run, run_environment
 from .torch_pair import PairError, check_pair
 
 DEFAULT_HISTORY = Path("optbench-history.jsonl")
@@ -52,6 +53,9 @@ def main(argv: list[str] | None = None) -> int:
     report.add_argument("--output", type=Path, default=Path("optbench-report"), help="folder for report.md/speedup.png")
     report.add_argument(
         "--skip-missing", action="store_true", help="report the runs that exist and name the missing ones"
+    )
+    report.add_argument(
+        "--html", action="store_true", help="also each run's page (report.html; RUN.html for several runs)"
     )
     commands.add_parser("torch-pair", help="check that the installed torch and torchvision work together")
     agree = commands.add_parser(
@@ -170,6 +174,9 @@ def _report(arguments: argparse.Namespace) -> int:
     plot_speedups(runs, arguments.output / "speedup.png")
     print(markdown)
     print(f"wrote {arguments.output / 'report.md'} and {arguments.output / 'speedup.png'}")
+    for run in runs if arguments.html else []:
+        name = PAGE if len(runs) == 1 else f"{run.path.stem}.html"
+        print(f"wrote {write_run_page(list(run.records.values()), arguments.output / name, run_environment(run))}")
     return 0
 
 

@@ -51,7 +51,7 @@ def shortened(text: str, width: int) -> str:
     return text[:head] + ELLIPSIS + text[len(text) - tail :]
 
 
-def _rank(record: Record) -> tuple[int, float, str]:
+def rank(record: Record) -> tuple[int, float, str]:
     """Failures first (the most slowed first), then inconclusive, then passes; by case within each."""
     order = {"fail": 0, "inconclusive": 1}.get(record.verdict.status, 2)
     decision = record.gate.decision if record.gate else None
@@ -137,7 +137,7 @@ def _which(concerned: list[str], cases: Sequence[str]) -> str:
 
 def compact_summary(records: Sequence[Record], width: int = WIDTH) -> str:
     """The run's records as lines no wider than `width`, worst first, with footnotes under them."""
-    ordered = sorted(records, key=_rank)
+    ordered = sorted(records, key=rank)
     cases = [case_label(record.case) for record in ordered]
     notes = [[*r.verdict.failures, *r.verdict.inconclusive, *r.verdict.notes] for r in ordered]
     footnotes = Footnotes(cases, notes)

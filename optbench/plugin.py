@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import re
@@ -36,6 +37,7 @@ from .recommendation import recommendation_markdown
 from .record import RECORD_KEY, RECORDS_FILE, Record, RecordError
 from .regression import pooled_variance
 from .report import changes_table, summary
+from .run_page import PAGE, write_run_page
 from .runner import CaseRunner, RunSettings
 from .runs import saved_records
 from .shared import SHARED_ENV
@@ -711,6 +713,22 @@ class OptbenchSession:
                 continue
             terminalreporter.write_line(changes_table(self.records, saved, comparison))
 
+    def _write_page(self) -> None:
+        """The run's page (optbench.run_page), or one line on why it could not be drawn."""
+        first = self.records[0]
+        environment = {
+            "environment key": first.environment_key,
+            "device": first.device,
+            "torch": torch.__version__,
+            "allocator": first.allocator.label if first.allocator else "not read",
+            "commit": self.settings().commit or "unknown",
+            "written": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        }
+        try:
+            write_run_page(self.records, self.results_dir / PAGE, environment)
+        except ImportError as error:
+            print(f"optbench: {self.results_dir / PAGE} not written: {error} (pip install 'optbench[report]')")
+
     def _fit_benchmark_table(self, reporter: Any) -> None:
         """pytest-benchmark's table of times, printed after this summary: left out unless asked for (-v,
         --benchmark-compare, --benchmark-columns or --benchmark-histogram: the times are in summary.md), and where
@@ -735,6 +753,7 @@ class OptbenchSession:
             recommendation = recommendation_markdown(self.records)
             if recommendation:
                 (self.results_dir / "recommendation.md").write_text(recommendation + "\n")
+            self._write_page()
         try:
             return (yield)
         except Exception:

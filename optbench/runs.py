@@ -61,3 +61,14 @@ def saved_records(benchmarks: Iterable[dict[str, Any]], where: str) -> list[Reco
         for bench in benchmarks
         if RECORD_KEY in bench.get("extra_info", {})
     ]
+
+
+def run_environment(run: Run) -> dict[str, str]:
+    """What a run page says about the run's environment, from its file."""
+    return {
+        "environment key": run.environment_key,
+        "torch": run.torch,
+        "run": str(run.path),
+        "started": run.datetime,
+        "commit": run.commit or "unknown",
+    }

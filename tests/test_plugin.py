@@ -59,6 +59,8 @@ def test_passes_against_a_matching_baseline_and_records_everything(project):
         ["*optbench: profile smoke on cpu*", "test_half_the_work *2.9?x [[]*]*2.9?x [-+]?.?%*ok*pass"]
     )
     result.stdout.fnmatch_lines(["*SKIP*needs a CUDA device: it times host-to-GPU copies*"])
+    page = (project.path / ".optbench" / "report.html").read_text()  # the run's page, written at its end
+    assert page.count("<svg") == 3 and 'id="speedup-row-0-pass"' in page
     (bench,) = json.loads((project.path / "run.json").read_text())["benchmarks"]
     record = bench["extra_info"]["optbench"]
     assert record["speedup"]["low"] <= record["speedup"]["point"] <= record["speedup"]["high"]
