@@ -683,10 +683,8 @@ class OptbenchSession:
             notice = textwrap.fill(notice, width, break_on_hyphens=False)
             terminalreporter.write_line(compact_summary(self.records, width) + "\n\n" + notice)
         if all(record.speedup is None for record in self.records):
-            disabled = (
-                "timing disabled (--benchmark-disable, or pytest-xdist without --gpu-per-worker): "
-                "accuracy was checked, speed was not gated"
-            )
+            disabled = "timing disabled (--benchmark-disable, or xdist without --gpu-per-worker): accuracy checked"
+            disabled += ", speed not gated"
             terminalreporter.write_line(textwrap.fill(disabled, width))
         recommendation = recommendation_markdown(self.records)
         if recommendation:

@@ -56,7 +56,7 @@ def test_passes_against_a_matching_baseline_and_records_everything(project):
     result = project.runpytest_subprocess("--benchmark-json=run.json", *FAST)
     result.assert_outcomes(passed=1, skipped=1)
     result.stdout.fnmatch_lines(
-        ["*optbench: profile smoke on cpu*", "test_half_the_work *2.9?x [[]*]*2.9?x [-+]?.?%*ok*pass"]
+        ["*optbench: profile smoke on cpu*", "test_half_the_work *?.??x [[]*]*?.??x [-+]?.?%*ok*pass"]
     )
     result.stdout.fnmatch_lines(["*SKIP*needs a CUDA device: it times host-to-GPU copies*"])
     page = (project.path / ".optbench" / "report.html").read_text()  # the run's page, written at its end
@@ -176,7 +176,7 @@ def test_workers_share_the_cpu():
     write_baseline(project, 9.0)  # would fail the speed gate if timings were (wrongly) gated
     result = project.runpytest_subprocess("-n", "2", *FAST)
     result.assert_outcomes(passed=2, skipped=1)
-    result.stdout.fnmatch_lines(["*test_half_the_work*not timed*", "timing disabled*speed was not gated"])
+    result.stdout.fnmatch_lines(["*test_half_the_work*not timed*", "timing disabled*speed not gated"])
 
 
 def test_gpu_per_worker_needs_xdist(project):
