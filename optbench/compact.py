@@ -179,10 +179,12 @@ def summary_width(terminal: Any) -> int:
 
 
 def prose(markdown: str, width: int) -> str:
-    """`markdown` without its tables, each paragraph wrapped to `width`: what of it a terminal can show."""
-    paragraphs = [line for line in markdown.splitlines() if not line.startswith("|")]
-    lines = [wrapped for line in paragraphs for wrapped in (textwrap.wrap(line, width) or [""])]
-    return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
+    """`markdown` without its tables (and the headings right above one), each paragraph wrapped to `width`: what
+    of it a terminal can show."""
+    written = [line for line in markdown.splitlines() if line.strip()]
+    over_a_table = {i for i, line in enumerate(written[:-1]) if line.startswith("#") and written[i + 1].startswith("|")}
+    kept = [line for i, line in enumerate(written) if not line.startswith("|") and i not in over_a_table]
+    return "\n\n".join(textwrap.fill(line, width) for line in kept)
 
 
 BENCHMARK_COLUMNS = ("median", "iqr", "min", "max", "mean", "stddev", "rounds", "ops", "outliers", "iterations")

@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 from synthetic import HALF_THE_WORK
 
-from optbench.compact import benchmark_columns, compact_summary, note_kind, shortened
+from optbench.compact import benchmark_columns, compact_summary, note_kind, prose, shortened
+from optbench.recommendation import recommendation_markdown
 from optbench.record import Record, VerdictSummary
 from optbench.regression import Decision
 
@@ -124,3 +125,10 @@ def test_a_run_in_a_terminal_prints_no_line_wider_than_it(pytester, columns):
     summary = output[output.index("optbench: profile") :]
     wide = [line for line in summary.split("\n") if len(line.rstrip("\r")) > columns]
     assert not wide, summary
+
+
+def test_the_recommendation_in_a_terminal_keeps_its_prose_and_drops_its_tables(records):
+    text = prose(recommendation_markdown(records), 80)
+    assert max(len(line) for line in text.splitlines()) <= 80 and "|" not in text
+    assert "Recommended here:" in text and "### Best measured stack" in text
+    assert "### Per technique" not in text  # a heading over a table alone goes with it
