@@ -224,8 +224,8 @@ def paired_rounds(
     effects. pytest-benchmark forbids `iterations > 1` together with a setup
     hook, so its target is the whole block and its times are divided by the
     block's calls afterwards: its stats, JSON and --benchmark-compare then
-    mean time per call, as they do for its own `iterations`. `on_round(done, rounds)` is told before each
-    round, off the clock.
+    mean time per call, as they do for its own `iterations`. `on_round(done, rounds)` is told after each
+    round, once both of its blocks are timed, so what it does falls before neither side's block in particular.
     """
     clock = blocks.clock
     reference_blocks: list[BlockTime] = []
@@ -236,8 +236,6 @@ def paired_rounds(
         reference_blocks.append(blocks.time(reference))
 
     def setup() -> None:
-        if on_round is not None:
-            on_round(len(reference_blocks), rounds)
         reference_first[0] = next(order)
         if reference_first[0]:
             time_reference()
@@ -247,6 +245,8 @@ def paired_rounds(
     def teardown(*_: Any, **__: Any) -> None:
         if not reference_first[0]:
             time_reference()
+        if on_round is not None:
+            on_round(len(reference_blocks), rounds)
 
     # Made before timing and read after it, so the optimized blocks time no event bookkeeping.
     events = [clock.events() for _ in range(rounds)]

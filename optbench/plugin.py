@@ -360,10 +360,8 @@ class OptbenchSession:
         """The live status on this run's terminal; None where this process does not write to it."""
         config = self.config
         reporter = config.pluginmanager.get_plugin("terminalreporter")
-        helper = any(
-            option(config, role) for role in ("optbench_isolated", "optbench_confirming", "optbench_independent")
-        )
-        mode = progress_mode(option(config, "progress"), bool(reporter and reporter.isatty), helper or self.is_worker)
+        quiet = self.is_helper or self.is_worker
+        mode = progress_mode(option(config, "progress"), bool(reporter and reporter.isatty), quiet)
         if mode == "off" or reporter is None:
             return None
         workers = option(config, "numprocesses") if self.is_controller else 1
@@ -448,10 +446,14 @@ class OptbenchSession:
             "starts; measure with --isolation process (the default), or start pytest with it preloaded"
         )
 
+    @property
+    def is_helper(self) -> bool:
+        """This process is one of the harness's helpers for a case (HELPER_ROLES), not the run the user started."""
+        return any(option(self.config, role) for role in HELPER_ROLES)
+
     def isolates(self) -> bool:
         """Whether this process hands each timed case to a process of its own (--isolation)."""
-        config = self.config
-        return option(config, "isolation") == "process" and not any(option(config, role) for role in HELPER_ROLES)
+        return option(self.config, "isolation") == "process" and not self.is_helper
 
     def run_isolated(self, node_id: str) -> Finished:
         """Runs the case `node_id` in a fresh fork of this run's zygote (optbench.isolation)."""
@@ -751,7 +753,8 @@ class OptbenchSession:
             recommendation = recommendation_markdown(self.records)
             if recommendation:
                 (self.results_dir / "recommendation.md").write_text(recommendation + "\n")
-            self._write_page()
+            if not self.is_helper:  # a case's own process, or one confirming it: the run the user started draws
+                self._write_page()
         try:
             return (yield)
         except Exception:

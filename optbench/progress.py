@@ -33,6 +33,7 @@ bar library owns the line it draws on, which here belongs to pytest.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import sys
@@ -65,6 +66,22 @@ class PhaseFile:
         partial = self.path.with_name(self.path.name + ".new")
         partial.write_text(phase)
         os.replace(partial, self.path)
+
+
+def at_most_every(
+    seconds: float, report: Callable[[str], None], clock: Callable[[], float] = time.monotonic
+) -> Callable[[str], None]:
+    """`report`, passing a phase on at once when its kind changes and otherwise at most once per `seconds`: what
+    the timed rounds tell (a round can take milliseconds) costs a write a second, not one per round."""
+    last = {"kind": "", "at": -math.inf}
+
+    def throttled(phase: str) -> None:
+        now, kind = clock(), phase_kind(phase)
+        if kind != last["kind"] or now - last["at"] >= seconds:
+            last["kind"], last["at"] = kind, now
+            report(phase)
+
+    return throttled
 
 
 def read_phase(path: Path) -> str | None:
@@ -199,9 +216,10 @@ class Progress:
         self.draw()
 
 
-def progress_mode(requested: str, isatty: bool, is_worker: bool) -> str:
-    """`--progress` resolved: auto is tty on a terminal and lines elsewhere; off in an xdist worker."""
-    if is_worker:
+def progress_mode(requested: str, isatty: bool, quiet: bool) -> str:
+    """`--progress` resolved: auto is tty on a terminal and lines elsewhere; off in a `quiet` process (an xdist
+    worker, or a case's own process: neither writes to the user's terminal)."""
+    if quiet:
         return "off"
     if requested == "auto":
         return "tty" if isatty else "lines"

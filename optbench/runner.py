@@ -45,6 +45,7 @@ from .memory import cuda_graphs_note, peak_memory_bytes
 from .memory_payoff import MemoryResult, memory_ratio
 from .planted import planted
 from .profiles import Profile
+from .progress import at_most_every
 from .record import (
     RECORD_KEY,
     AccuracySummary,
@@ -67,6 +68,11 @@ ACCURACY_SEED = 0
 PACKAGE = Path(__file__).resolve().parent
 DOES_NOT_WORK = "does not work on this model: "
 """How a case on the user's model ends when its technique raises there (`Case.model_may_break`)."""
+
+
+ROUNDS_REPORT_S = 1.0
+"""The timed rounds are reported at most this often: each report is a write, between rounds but inside the
+loop."""
 
 
 @dataclass(frozen=True)
@@ -139,7 +145,8 @@ class CaseRunner:
         self.independent_only = independent_only
         """This process is that fresh process: it only runs the independent timer."""
         self.progress = progress or (lambda phase: None)
-        """Told what the case is doing: each phase, each timed round, each confirmation run (optbench.progress)."""
+        """Told what the case is doing: each phase, each confirmation run, and the timed rounds at most once a
+        second (optbench.progress)."""
 
     def run(self, case: Case) -> Record:
         """Measure, check and gate `case`; returns its record, fails the test on a failing verdict."""
@@ -321,10 +328,11 @@ class CaseRunner:
         phase.enter("timed rounds")
         if timed:
             plan = plan_rounds(warmup, profile)
+            rounds_progress = at_most_every(ROUNDS_REPORT_S, self.progress)
             blocks = Blocks(clock, warmup.block_calls, flush)
             rounds = paired_rounds(
                 self.benchmark, case.reference, optimized, blocks, plan.rounds,
-                on_round=lambda done, total: self.progress(f"timed rounds {done} of {total}"),
+                on_round=lambda done, total: rounds_progress(f"timed rounds {done} of {total}"),
             )  # fmt: skip
             speedup = speedup_interval(rounds.reference_s, rounds.optimized_s)
             sessions = [speedup] if settings.sessions > 1 else None

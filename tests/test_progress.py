@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from optbench.progress import LINE_AFTER_S, Progress, phase_kind, progress_mode
+from optbench.progress import LINE_AFTER_S, Progress, at_most_every, phase_kind, progress_mode
 
 CONFTEST = 'pytest_plugins = ["optbench.plugin"]\n'
 # The optimized side sleeps 3 s once, at its fifth call: in the warm-up, after the first calls.
@@ -131,3 +131,14 @@ def test_the_status_never_stays_in_pytests_output_under_xdist(project):
 def _shape(output):
     lines = [line for line in output.splitlines() if line.strip() and "optbench:" not in line]
     return [re.sub(r"[\d.]+", "#", line) for line in lines if "tmp" not in line and "seconds" not in line]
+
+
+def test_the_timed_rounds_are_told_at_most_once_a_second_and_a_new_phase_at_once():
+    clock, told = [0.0], []
+    report = at_most_every(1.0, told.append, clock=lambda: clock[0])
+    for done in range(8):  # eight rounds in 0.875 s
+        report(f"timed rounds {done} of 24")
+        clock[0] += 0.125
+    report("timed rounds 8 of 24")
+    report("accuracy")
+    assert told == ["timed rounds 0 of 24", "timed rounds 8 of 24", "accuracy"]
