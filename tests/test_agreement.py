@@ -49,16 +49,36 @@ def test_the_independent_timer_sees_a_known_ratio():
     assert len(ratios) == 3 and 2.0 < statistics.median(ratios) < 4.5
 
 
-def test_agree_command_on_a_catalogue_case(tmp_path):
-    """End to end on the catalogue: suite and Timer, each in its own fresh process, agree on compiled against eager
-    ResNet18 (0.85x suite, 0.83x Timer on 2026-12-03, 2-core EPYC). Not the tiny MLP's autograd cost: at half a
-    millisecond a call, its ratio moved between 1.10x and 1.37x inside one process within a minute here, whichever
-    timer read it; a reading of 0.85x also rules out an inverted (1.18x) or an identical-sides (1.0x) measurement."""
-    output = tmp_path / "agreement.md"
-    command = [sys.executable, "-m", "optbench", "agree", "-k", "test_compile and default-resnet and not training"]
-    command += ["--output", str(output), "--", "--case-budget", "2"]
+AGREE_COMMAND = [sys.executable, "-m", "optbench", "agree", "-k", "test_compile and default-resnet and not training"]
+GAP_LIMIT = 0.10
+
+
+def agree_row(output: Path) -> tuple[str, float]:
+    """One `optbench agree` run of the case: its table row and the independent median's gap to the suite's point."""
+    command = [*AGREE_COMMAND, "--output", str(output), "--", "--case-budget", "2"]
     finished = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
     assert finished.returncode == 0, finished.stderr[-2000:]
     (row,) = [line for line in output.read_text().splitlines() if line.startswith("| test_compile")]
-    gap = float(row.split("|")[4].strip().rstrip("%")) / 100
-    assert abs(gap) < 0.10, row
+    return row, float(row.split("|")[4].strip().rstrip("%")) / 100
+
+
+def test_agree_command_on_a_catalogue_case(tmp_path):
+    """End to end on the catalogue: suite and Timer, each in its own fresh process, agree on compiled against eager
+    ResNet18. Not the tiny MLP's autograd cost: at half a millisecond a call, its ratio moved between 1.10x and
+    1.37x inside one process within a minute here, whichever timer read it; a reading below 1.0x also rules out an
+    inverted or an identical-sides (1.0x) measurement.
+
+    A disagreement must happen twice to fail. On 2026-12-05 (2-core EPYC, AVX512-BF16) 28 fresh independent
+    processes here read 0.926x-0.965x, and four `agree` runs agreed within 1.1%; but inside full CI runs one
+    process of a pair read 1.11x once in ci10 (the Timer's) and once in the CI of stop 30 (the suite's), each
+    tight within itself (1.103-1.109, 1.111-1.121), and a rerun of the same CI steps did not bring it back. One
+    such process in a pair is a state of that process or of the host for that minute, not of the two timers: a
+    second pair, in two new processes, is measured only then. A measurement that is wrong (inverted, one side
+    timed twice, a scale lost) disagrees in every pair."""
+    rows = []
+    for attempt in range(2):
+        row, gap = agree_row(tmp_path / f"agreement-{attempt}.md")
+        rows.append(row)
+        if abs(gap) < GAP_LIMIT:
+            return
+    raise AssertionError("suite and independent timer apart by more than 10% in two pairs:\n" + "\n".join(rows))
