@@ -92,7 +92,7 @@ def _pyplot() -> Any:
 
 def _rows_figure(rows: int) -> tuple[Any, Any]:
     figure, axes = _pyplot().subplots(figsize=(11, 0.9 + 0.26 * max(rows, 1)))
-    axes.set_ylim(rows - 0.5, -0.5)  # the first row at the top
+    axes.set_ylim(max(rows, 1) - 0.5, -0.5)  # the first row at the top; an empty plot keeps a row's height
     return figure, axes
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime
-import os
 import random
 import time
 from collections.abc import Callable
@@ -22,6 +21,7 @@ from .baselines import Baseline, BaselineStore, Recording
 from .cache_flush import CacheFlush
 from .case import Case, Observed
 from .clock import DeviceClock
+from .contention import Contention, CpuTimes
 from .faults import CaseTimeout, Phase, explain, first_lines, forget_frames, release_memory, time_limit
 from .gate import Floor, GateSettings, MemoryClaim, Verdict, judge
 from .gpu_clocks import GpuClocks, GpuState, clock_note
@@ -326,8 +326,10 @@ class CaseRunner:
         # accuracy runs change the allocator's state, and with it the speedup (optbench.isolation).
         plan = rounds = speedup = sessions = None
         phase.enter("timed rounds")
+        contention = None
         if timed:
             plan = plan_rounds(warmup, profile)
+            cpu_start = CpuTimes.now()
             rounds_progress = at_most_every(ROUNDS_REPORT_S, self.progress)
             blocks = Blocks(clock, warmup.block_calls, flush)
             rounds = paired_rounds(
@@ -339,6 +341,7 @@ class CaseRunner:
             for _ in range(settings.sessions - 1):
                 phase.enter("more sessions (--sessions)")
                 sessions.append(speedup_interval(*session_rounds(case.reference, optimized, blocks, plan.rounds)))
+            contention = Contention.between(cpu_start, CpuTimes.now())
         else:
             self.benchmark.pedantic(case.optimized, rounds=1)  # pytest-benchmark expects its fixture used
         independent = None
@@ -366,10 +369,8 @@ class CaseRunner:
         in_effect = [observe(case) for observe in case.in_effect]
         phase.enter("verdict")
         gpu_end = gpu.read() if gpu else None
-        notes = [note for note in (clock_note(gpu_start, gpu_end), gpu.problem if gpu else None) if note]
-        load = os.getloadavg()[0]
-        if load > (os.cpu_count() or 1):
-            notes.append(f"machine busy: load {load:.1f} on {os.cpu_count()} CPUs, timings perturbed")
+        busy = contention.note if contention else None
+        notes = [note for note in (clock_note(gpu_start, gpu_end), gpu.problem if gpu else None, busy) if note]
         if settings.plant_slowdown:
             notes.append(f"calibration: optimized calls made {settings.plant_slowdown:.0%} slower on purpose")
         return Measured(
