@@ -15,9 +15,10 @@ four lines. This one keeps what a reader looks for first:
 Rows are sorted failures first (regressions by how much slower), then
 inconclusive, then passes. A note shared by several cases is one footnote
 listing them; notes of the same kind with different figures ("machine busy:
-load 2.1 ...") are one footnote with each case's figure. Every line fits
-`width`: the case column gives way first, shortened in the middle so that the
-parameters at its end stay, then the accuracy text.
+other processes used 0.6 of 2 CPUs ...") are one footnote with each case's
+figure. Every line fits `width` (`fitted_table`, which also fits the change of
+each speedup against a saved run): the case column gives way first, shortened
+in the middle so that the parameters at its end stay, then the accuracy text.
 """
 
 from __future__ import annotations
@@ -152,22 +153,29 @@ def compact_summary(records: Sequence[Record], width: int = WIDTH) -> str:
         for case, record, case_notes in zip(cases, ordered, notes, strict=True)
     ]
     legend = "vs history: its center speedup and this run's difference from it; numbers after a verdict: notes below"
-    return "\n".join([_table(rows, width), *textwrap.wrap(legend, width), "", *footnotes.lines(width)]).rstrip()
+    table = fitted_table(rows, HEADERS, width, squeeze=HEADERS.index("accuracy"))
+    return "\n".join([table, *textwrap.wrap(legend, width), "", *footnotes.lines(width)]).rstrip()
 
 
-def _table(rows: list[list[str]], width: int) -> str:
-    """`rows` under HEADERS in `width`: one line per case, the case id shortened in the middle where needed
-    (and the accuracy text where that is not enough); where the id would keep fewer than STACK_BELOW
-    characters, each case's id on a line of its own with its figures indented under it."""
-    widths = [max(len(cell) for cell in column) for column in zip(HEADERS, *rows, strict=True)]
-    figures_width = sum(widths[1:]) + 2 * (len(HEADERS) - 1)
+def fitted_table(rows: Sequence[Sequence[str]], headers: Sequence[str], width: int, squeeze: int) -> str:
+    """`rows` (a case id, then its figures) under `headers` in `width`: one line per case, the case id shortened
+    in the middle where needed; where the id would keep fewer than STACK_BELOW characters, each case's id on a
+    line of its own with its figures indented under it, the `squeeze` column's text shortened if they still do
+    not fit."""
+    widths = [max(len(cell) for cell in column) for column in zip(headers, *rows, strict=True)]
+    figures_width = sum(widths[1:]) + 2 * (len(headers) - 1)
     if width - figures_width >= min(widths[0], STACK_BELOW):
         case_width = width - figures_width
-        return text_table([[shortened(row[0], case_width), *row[1:]] for row in rows], HEADERS)
-    accuracy_width = max(len(HEADERS[3]), widths[3] - max(0, figures_width - 2 - INDENT - width))
-    figures = [[*row[1:3], shortened(row[3], accuracy_width), row[4]] for row in rows]
-    table = text_table(figures, HEADERS[1:]).splitlines()
-    lines = [HEADERS[0], " " * INDENT + table[0], " " * INDENT + table[1]]
+        return text_table([[shortened(row[0], case_width), *row[1:]] for row in rows], headers)
+    # The figures' line: indented, without the case column and the two spaces after it.
+    overflow = INDENT + figures_width - 2 - width
+    squeezed_width = max(len(headers[squeeze]), widths[squeeze] - max(0, overflow))
+    figures = [
+        [shortened(cell, squeezed_width) if column == squeeze else cell for column, cell in enumerate(row)][1:]
+        for row in rows
+    ]
+    table = text_table(figures, headers[1:]).splitlines()
+    lines = [headers[0], " " * INDENT + table[0], " " * INDENT + table[1]]
     for row, figure_line in zip(rows, table[2:], strict=True):
         lines += [shortened(row[0], width), " " * INDENT + figure_line]
     return "\n".join(lines)

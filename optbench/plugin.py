@@ -22,7 +22,7 @@ import torch
 
 from .allocator import ALLOCATORS, Allocator, AllocatorNotFound, allocator_environment, detect_allocator, started_with
 from .baselines import BaselineError, BaselineStore
-from .compact import benchmark_columns, compact_summary, prose, summary_width
+from .compact import benchmark_columns, compact_summary, fitted_table, prose, summary_width
 from .confirmation import case_arguments, confirm_in_fresh_process, independent_in_fresh_process
 from .environment import current_commit, environment_key, fingerprint
 from .faults import forget_frames, release_memory
@@ -31,12 +31,12 @@ from .isolation import Finished, Outcome, Zygote, preloaded_modules, scratch_dir
 from .outputs import OutputError, writable_folder
 from .own_model import SpecError, load_training, load_workload
 from .profiles import PROFILES, Profile
-from .progress import MODES, PHASE_FILE, PhaseFile, Progress, progress_mode, read_phase
+from .progress import MODES, PHASE_FILE, WORKER_PHASES, PhaseFile, Progress, WorkerPhase, progress_mode, read_phase
 from .recipe import load_recipe
 from .recommendation import recommendation_markdown
 from .record import RECORD_KEY, RECORDS_FILE, Record, RecordError
 from .regression import pooled_variance
-from .report import changes_table, summary
+from .report import CHANGE_HEADERS, changes_rows, summary
 from .run_page import PAGE, write_run_page
 from .runner import CaseRunner, RunSettings
 from .runs import saved_records
@@ -331,6 +331,8 @@ class OptbenchSession:
         """This process is one case's own (optbench.isolation): it writes the case's outcome for its parent."""
         self.is_controller = xdist_worker() is None and option(config, "dist", "no") != "no"
         """An xdist controller: it measures nothing, so it stays off the GPUs (no CUDA context)."""
+        self.worker_phases: Path | None = None
+        """On an xdist controller, once it sets up its workers: where they leave their cases' phases (WorkerPhase)."""
         self.device = self._worker_device() or self._own_device()
         if self.device.type == "cuda" and not self.is_controller:
             torch.cuda.set_device(self.device)
@@ -365,16 +367,30 @@ class OptbenchSession:
         if mode == "off" or reporter is None:
             return None
         workers = option(config, "numprocesses") if self.is_controller else 1
-        progress = Progress(config, mode, self.profile.case_estimate_s, cases, workers or 1)
+        progress = Progress(
+            config, mode, self.profile.case_estimate_s, cases, workers or 1, worker_phases=self.worker_phases
+        )
         config.pluginmanager.register(progress, "optbench-progress")
+        if self.is_controller:
+            progress.redraw_every_second()
         return progress
 
-    def case_progress(self) -> Callable[[str], None] | None:
-        """Where a case run in this process tells its phases: the status line, or, in a case's own process, the
-        file its parent reads."""
+    def case_progress(self, node_id: str) -> Callable[[str], None] | None:
+        """Where a case run in this process tells its phases: the status line; in a case's own process, the file
+        its parent reads; in an xdist worker, the file its controller reads."""
         if self.isolated:
             return PhaseFile(self.results_dir / PHASE_FILE)
-        return self.progress.show if self.progress else None
+        if self.progress:
+            return self.progress.show
+        folder = getattr(self.config, "workerinput", {}).get(WORKER_PHASES)
+        return WorkerPhase(Path(folder), str(xdist_worker()), node_id) if folder else None
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        """xdist's controller, setting up a worker: where to leave its cases' phases."""
+        if self.worker_phases is None:
+            self.worker_phases = Path(tempfile.mkdtemp(prefix="optbench-phases-"))
+        node.workerinput[WORKER_PHASES] = str(self.worker_phases)
 
     def _own_recipe(self) -> ModuleType | None:
         path = option(self.config, "recipe")
@@ -470,8 +486,8 @@ class OptbenchSession:
         arguments += ["--device", str(self.device), "--capture", "no"]
         # Its own confirmations and independent timer run inside it, each within the case's time limit.
         runs = 2 + self.settings().gate.confirmations
-        progress = self.progress
-        watch = (lambda: progress.show(read_phase(results / PHASE_FILE) or "starting")) if progress else None
+        report = self.case_progress(node_id)
+        watch = (lambda: report(read_phase(results / PHASE_FILE) or "starting")) if report else None
         return self._zygote.run(arguments, results, timeout_s=self.profile.case_timeout_s * runs + 120, watch=watch)
 
     def close_zygote(self) -> None:
@@ -711,7 +727,9 @@ class OptbenchSession:
             except RecordError as error:
                 terminalreporter.write_line(f"not compared: {error}")
                 continue
-            terminalreporter.write_line(changes_table(self.records, saved, comparison))
+            rows = changes_rows(self.records, saved, comparison)
+            squeeze = CHANGE_HEADERS.index("change")
+            terminalreporter.write_line(fitted_table(rows, CHANGE_HEADERS, width, squeeze))
 
     def _write_page(self) -> None:
         """The run's page (optbench.run_page), or one line on why it could not be drawn."""
@@ -746,6 +764,10 @@ class OptbenchSession:
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)  # around pytest-benchmark's, whose JSON save may still fail
     def pytest_sessionfinish(self) -> Generator[None, None, None]:
+        if self.progress:
+            self.progress.stop()
+        if self.worker_phases is not None:
+            shutil.rmtree(self.worker_phases, ignore_errors=True)
         self.close_zygote()
         self.merge_worker_runs()
         if self.records and not self.is_worker:
@@ -948,7 +970,7 @@ def case_runner(request: pytest.FixtureRequest, benchmark: Any) -> CaseRunner:
         isolate=partial(session.run_isolated, node_id) if benchmark.enabled and session.isolates() else None,
         independent=partial(independent_in_fresh_process, config, node_id) if settings.agree else None,
         independent_only=option(config, "optbench_independent"),
-        progress=session.case_progress(),
+        progress=session.case_progress(node_id),
     )
 
 

@@ -17,9 +17,12 @@ How it is shown depends on where pytest writes (`--progress`, default auto):
   LINE_AFTER_S seconds (at most one line per phase: `timed rounds 3 of 24` and
   `timed rounds 20 of 24` are one phase), and a line when a case passes
   LINE_AFTER_S still in a phase.
-- `off`, and in xdist workers, whose output is not the terminal. An xdist
-  controller shows the cases its workers are running (from pytest's logstart
-  events) instead of their phases.
+- `off`, and in xdist workers, whose output is not the terminal. Each worker
+  leaves its running case and phase in a file of a folder its controller names
+  (`WorkerPhase`, `WORKER_PHASES` in the worker's input); the controller reads
+  them every second from a thread of its own and shows every running case.
+  That thread draws only under the lock that pytest's own writes about a case
+  (its logstart, logreport and logfinish hooks) are wrapped in here.
 
 The estimate of what is left is the run's own (`Profile.estimate_s`): the
 cases not yet finished at the profile's per-case estimate, divided among the
@@ -37,6 +40,7 @@ import math
 import os
 import re
 import sys
+import threading
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
@@ -46,7 +50,10 @@ from typing import Any
 import pytest
 
 PHASE_FILE = "phase"
+WORKER_PHASES = "optbench_phases"
+"""The key of an xdist worker's input that names the folder where it leaves its running case's phase."""
 LINE_AFTER_S = 30.0
+REDRAW_S = 1.0
 MODES = ("auto", "tty", "lines", "off")
 CLEAR_TO_END = "\x1b[K"
 
@@ -66,6 +73,28 @@ class PhaseFile:
         partial = self.path.with_name(self.path.name + ".new")
         partial.write_text(phase)
         os.replace(partial, self.path)
+
+
+class WorkerPhase:
+    """An xdist worker's running case and its phase, for its controller: one file per worker, the case's node id
+    and the phase on two lines."""
+
+    def __init__(self, folder: Path, worker: str, node_id: str) -> None:
+        self.file = PhaseFile(folder / f"{worker}.phase")
+        self.node_id = node_id
+
+    def __call__(self, phase: str) -> None:
+        self.file(f"{self.node_id}\n{phase}")
+
+
+def read_worker_phases(folder: Path) -> dict[str, str]:
+    """Node id -> phase of what each worker last said it was running."""
+    phases = {}
+    for path in folder.glob("*.phase"):
+        node_id, _, phase = (read_phase(path) or "").partition("\n")
+        if phase:
+            phases[node_id] = phase
+    return phases
 
 
 def at_most_every(
@@ -110,6 +139,7 @@ class Progress:
         cases: int,
         workers: int = 1,
         clock: Callable[[], float] = time.monotonic,
+        worker_phases: Path | None = None,
     ) -> None:
         self.config = config
         self.mode = mode
@@ -121,27 +151,45 @@ class Progress:
         self.running: dict[str, float] = {}
         """Case -> when it started (several on an xdist controller)."""
         self.phase = ""
-        self._lines_written: set[str] = set()
+        """The running case's phase, where this process runs it (no xdist)."""
+        self.worker_phases = worker_phases
+        """On an xdist controller: the folder where its workers leave their cases' phases (WorkerPhase)."""
+        self._lines_written: set[tuple[str, str]] = set()
         self._drawn = 0
         """Characters of status on the terminal's current line, after pytest's."""
+        self._lock = threading.RLock()
+        self._stop = threading.Event()
+        self._redrawing: threading.Thread | None = None
 
     # What the runner and the plugin's hooks call.
 
     def start(self, case: str) -> None:
         self.running[case] = self.clock()
-        self.phase, self._lines_written = "setup", set()
+        self.phase = "setup"
 
     def show(self, phase: str) -> None:
         """`phase` of the running case: redrawn on a terminal, a line in a log where it is due."""
-        self.phase = phase
+        with self._lock:
+            self.phase = phase
+            self.tick()
+
+    def tick(self) -> None:
+        """Redraw on a terminal; in a log, a line for each case past LINE_AFTER_S in a phase it has not told yet."""
         if self.mode == "tty":
             self.draw()
-        elif self.mode == "lines" and self.running:
-            started = next(iter(self.running.values()))
-            kind = phase_kind(phase)
-            if self.clock() - started >= LINE_AFTER_S and kind not in self._lines_written:
-                self._lines_written.add(kind)
-                self._write_line(f"optbench: {self.status()}")
+        elif self.mode == "lines":
+            phases = self.phases()
+            for case, started in self.running.items():
+                told = (case, phase_kind(phases.get(case, "")))
+                if told[1] and self.clock() - started >= LINE_AFTER_S and told not in self._lines_written:
+                    self._lines_written.add(told)
+                    self._write_line(f"optbench: {self.status(phases)}")
+
+    def phases(self) -> dict[str, str]:
+        """Each running case's phase, as far as this process knows it."""
+        if self.worker_phases is not None:
+            return read_worker_phases(self.worker_phases)
+        return dict.fromkeys(self.running, self.phase)
 
     def finish(self, case: str) -> None:
         self.clear()
@@ -157,16 +205,34 @@ class Progress:
         used = sum(min(now - started, self.per_case_s) for started in self.running.values())
         return max(0.0, (self.cases - self.finished) * self.per_case_s - used) / self.workers
 
-    def status(self) -> str:
-        now = self.clock()
-        left = f"run ~{_minutes(self.left_s())} left"
-        if len(self.running) == 1 and self.phase:
-            ((case, started),) = self.running.items()
-            return f"{_label(case)}: {self.phase}, {now - started:.0f} s; {left}"
-        running = ", ".join(
-            f"{case.rsplit('::', 1)[-1]} {now - started:.0f} s" for case, started in self.running.items()
-        )
-        return f"running {running}; {left}" if running else left
+    def status(self, phases: dict[str, str] | None = None) -> str:
+        """`case: phase, N s` for each running case (` | ` between them), then what is left of the run."""
+        now, phases = self.clock(), self.phases() if phases is None else phases
+        running = [
+            f"{_label(case)}: {phases[case]}, {now - started:.0f} s" if phases.get(case) else
+            f"{_label(case)}: {now - started:.0f} s"
+            for case, started in self.running.items()
+        ]  # fmt: skip
+        return "; ".join([" | ".join(running), f"run ~{_minutes(self.left_s())} left"] if running else [])
+
+    def redraw_every_second(self) -> None:
+        """From a thread of its own: the phases a controller's workers leave change with no event to redraw on."""
+        if self._redrawing is None and self.mode != "off":
+            self._redrawing = threading.Thread(target=self._redraw, name="optbench-progress", daemon=True)
+            self._redrawing.start()
+
+    def _redraw(self) -> None:
+        while not self._stop.wait(REDRAW_S):
+            with self._lock:
+                if self.running:
+                    self.tick()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._redrawing is not None:
+            self._redrawing.join()
+        with self._lock:
+            self.clear()
 
     def draw(self) -> None:
         if self.mode != "tty" or not self.running:
@@ -199,21 +265,30 @@ class Progress:
             with self._suspended_capture():
                 reporter.write_line(line)
 
-    # pytest's hooks: a case starts and ends with its report; pytest writes only with our status cleared.
+    # pytest's hooks: a case starts and ends with its report; pytest writes only with our status cleared, and
+    # never while the redrawing thread draws.
 
-    @pytest.hookimpl(trylast=True)
-    def pytest_runtest_logstart(self, nodeid: str) -> None:
-        self.start(nodeid)
-        self.draw()
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_logstart(self, nodeid: str) -> Any:
+        with self._lock:
+            result = yield
+            self.start(nodeid)
+            self.draw()
+            return result
 
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_runtest_logreport(self) -> None:
-        self.clear()
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_logreport(self) -> Any:
+        with self._lock:
+            self.clear()
+            return (yield)
 
-    @pytest.hookimpl(trylast=True)
-    def pytest_runtest_logfinish(self, nodeid: str) -> None:
-        self.finish(nodeid)
-        self.draw()
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_logfinish(self, nodeid: str) -> Any:
+        with self._lock:
+            result = yield
+            self.finish(nodeid)
+            self.draw()
+            return result
 
 
 def progress_mode(requested: str, isatty: bool, quiet: bool) -> str:

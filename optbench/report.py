@@ -118,14 +118,16 @@ def summary(records: Sequence[Record], markdown: bool = False) -> str:
 CHANGE_HEADERS = ("case", "saved run", "this run", "change", "margin", "significant")
 
 
-def changes_table(records: Sequence[Record], saved: dict[str, Record], settings: ComparisonSettings) -> str:
-    """Each case's speedup now vs in a saved run (`saved` by node id), with the gate's significance test."""
+def changes_rows(records: Sequence[Record], saved: dict[str, Record], settings: ComparisonSettings) -> list[list[str]]:
+    """Each case's speedup now vs in a saved run (`saved` by node id), with the gate's significance test: rows
+    under CHANGE_HEADERS."""
     rows = []
     for record in sorted(records, key=lambda r: r.case):
         before = saved.get(record.node_id)
         change = compare_records(before, record, settings) if before else None
         if before is None or change is None:
-            rows.append([case_label(record.case), "-", "-", "not comparable (missing or untimed)", "-", "-"])
+            why = "not in the saved run" if before is None else "untimed in either run"
+            rows.append([case_label(record.case), "-", "-", why, "-", "-"])
             continue
         environment = "" if before.environment_key == record.environment_key else " (OTHER ENVIRONMENT)"
         rows.append(
@@ -134,8 +136,9 @@ def changes_table(records: Sequence[Record], saved: dict[str, Record], settings:
                 f"{change.before:.2f}x",
                 f"{change.after:.2f}x",
                 f"{change.relative:+.1%}{environment}",
-                f"+-{change.margin:.1%}",
+                # The margin is symmetric in log space: a slowdown is significant from 1 - 1/(1 + margin).
+                f"-{1 - 1 / (1 + change.margin):.1%}/+{change.margin:.1%}",
                 "yes" if change.significant else "no",
             ]
         )
-    return text_table(rows, CHANGE_HEADERS)
+    return rows

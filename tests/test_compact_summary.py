@@ -18,10 +18,13 @@ from pathlib import Path
 import pytest
 from synthetic import HALF_THE_WORK
 
-from optbench.compact import benchmark_columns, compact_summary, note_kind, prose, shortened
+from optbench.compact import benchmark_columns, compact_summary, fitted_table, note_kind, prose, shortened
 from optbench.recommendation import recommendation_markdown
 from optbench.record import Record, VerdictSummary
 from optbench.regression import Decision
+from optbench.report import CHANGE_HEADERS, changes_rows
+from optbench.significance import ComparisonSettings
+from optbench.stats import Interval
 
 RUN = Path(__file__).parent / "data" / "smoke-run-b78738c.jsonl.gz"
 ESCAPES = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
@@ -47,6 +50,25 @@ def test_no_line_of_a_real_runs_summary_is_wider_than_the_terminal(records, widt
     for record in records:  # every case is in it, its id whole or cut in the middle, its parameters kept
         label = record.case.rsplit("::", 1)[-1]
         assert label in text or shortened(label, width)[-8:] in text
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_the_change_of_each_speedup_against_a_saved_run_fits_the_terminal(records, width):
+    """--benchmark-compare's table of the real run against itself, one case 30% slower and one case missing."""
+    slower = records[5]
+    speedup = slower.speedup
+    now = [
+        dataclasses.replace(slower, speedup=Interval(speedup.point / 1.3, speedup.low / 1.3, speedup.high / 1.3))
+        if record is slower else record
+        for record in records
+    ]  # fmt: skip
+    saved = {record.node_id: record for record in records[1:]}
+    rows = changes_rows(now, saved, ComparisonSettings(cases=len(records)))
+    table = fitted_table(rows, CHANGE_HEADERS, width, squeeze=CHANGE_HEADERS.index("change"))
+    assert max(len(line) for line in table.splitlines()) <= width, table
+    changed = [line for line in table.splitlines() if "  -23.1%  " in line]
+    assert len(changed) == 1 and changed[0].rstrip().endswith("yes"), table
+    assert "not in the saved run" in table
 
 
 @pytest.mark.parametrize("width", [80, 120])

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from optbench.progress import LINE_AFTER_S, Progress, at_most_every, phase_kind, progress_mode
+from optbench.progress import LINE_AFTER_S, Progress, WorkerPhase, at_most_every, phase_kind, progress_mode
 
 CONFTEST = 'pytest_plugins = ["optbench.plugin"]\n'
 # The optimized side sleeps 3 s once, at its fifth call: in the warm-up, after the first calls.
@@ -51,11 +51,12 @@ class Lines:
         self.lines.append(line)
 
 
-def log_progress(clock):
+def log_progress(clock, worker_phases=None):
     reporter = Lines()
     plugins = {"terminalreporter": reporter, "capturemanager": None}
     config = SimpleNamespace(pluginmanager=SimpleNamespace(getplugin=plugins.get))
-    return Progress(config, "lines", per_case_s=40, cases=3, clock=lambda: clock[0]), reporter
+    progress = Progress(config, "lines", per_case_s=40, cases=3, clock=lambda: clock[0], worker_phases=worker_phases)
+    return progress, reporter
 
 
 def test_in_a_log_a_case_past_30_s_gets_one_line_per_phase():
@@ -74,6 +75,30 @@ def test_in_a_log_a_case_past_30_s_gets_one_line_per_phase():
         "optbench: test_long: timed rounds 0 of 24, 31 s; run ~89 s left",
         "optbench: test_long: accuracy, 31 s; run ~89 s left",
     ]
+
+
+def test_an_xdist_controller_logs_each_workers_case_from_the_phase_it_left(tmp_path):
+    clock = [0.0]
+    progress, reporter = log_progress(clock, worker_phases=tmp_path)
+    progress.start("bench.py::test_a")
+    progress.start("bench.py::test_b")
+    WorkerPhase(tmp_path, "gw0", "bench.py::test_a")("warm-up")
+    WorkerPhase(tmp_path, "gw1", "bench.py::test_b")("accuracy")
+    progress.tick()
+    assert reporter.lines == []
+    clock[0] = LINE_AFTER_S + 1
+    progress.tick()
+    progress.tick()  # nothing new told
+    WorkerPhase(tmp_path, "gw0", "bench.py::test_a")("timed rounds 3 of 24")
+    progress.tick()
+    both = "test_a: {}, 31 s | test_b: accuracy, 31 s; run ~58 s left"
+    assert reporter.lines == [f"optbench: {both.format('warm-up')}"] * 2 + [
+        f"optbench: {both.format('timed rounds 3 of 24')}"
+    ]
+    # A worker's file names its case: once that case has finished, what it said is not another case's phase.
+    progress.finish("bench.py::test_a")
+    progress.start("bench.py::test_c")
+    assert progress.status().startswith("test_b: accuracy, 31 s | test_c: 0 s;")
 
 
 def test_what_is_left_is_the_unfinished_cases_at_the_per_case_estimate():
@@ -121,11 +146,24 @@ def test_the_status_never_stays_in_pytests_output_under_xdist(project):
     shown = project.runpytest_subprocess("-n", "2", "--progress", "tty", *FAST)
     shown.assert_outcomes(passed=2)
     drawn = STATUS.findall(shown.stdout.str())
-    assert any(status.startswith("running ") for status in drawn), drawn  # the controller showed its workers' cases
+    # The controller showed its workers' cases, with the phases they left.
+    assert any(re.match(r"test_\w+: [a-z-]+[^,]*, \d+ s", status) for status in drawn), drawn
     cleaned = STATUS.sub("", shown.stdout.str())
     assert "run ~" not in cleaned
     # What pytest wrote is unchanged: the same lines as without the status, timings aside.
     assert _shape(cleaned) == _shape(plain.stdout.str())
+
+
+def test_under_xdist_a_case_that_hangs_shows_its_workers_phase_while_it_hangs(pytester):
+    pytester.makeconftest(CONFTEST)
+    # Untimed under xdist on a CPU: the sleep is put in the first call, the one phase every case has.
+    pytester.makepyfile(test_hangs=HANGS_IN_WARM_UP.replace("len(calls) == 5", "len(calls) == 1"))
+    result = pytester.runpytest_subprocess("-n", "2", "--progress", "tty", *FAST)
+    result.assert_outcomes(passed=2)
+    statuses = " ".join(STATUS.findall(result.stdout.str()))
+    seconds = re.findall(r"test_hangs: first calls \(compilation\), (\d+) s", statuses)
+    # Redrawn about every second by the controller while the worker sleeps, each time with the worker's phase.
+    assert len(set(seconds)) >= 3, statuses
 
 
 def _shape(output):
