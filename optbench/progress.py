@@ -42,7 +42,7 @@ import re
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
@@ -269,24 +269,24 @@ class Progress:
     # never while the redrawing thread draws.
 
     @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_logstart(self, nodeid: str) -> Any:
-        with self._lock:
-            result = yield
-            self.start(nodeid)
-            self.draw()
-            return result
+    def pytest_runtest_logstart(self, nodeid: str) -> Generator[None, Any, Any]:
+        return (yield from self._locked_then(self.start, nodeid))
 
     @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_logreport(self) -> Any:
+    def pytest_runtest_logreport(self) -> Generator[None, Any, Any]:
         with self._lock:
             self.clear()
             return (yield)
 
     @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_logfinish(self, nodeid: str) -> Any:
+    def pytest_runtest_logfinish(self, nodeid: str) -> Generator[None, Any, Any]:
+        return (yield from self._locked_then(self.finish, nodeid))
+
+    def _locked_then(self, step: Callable[[str], None], nodeid: str) -> Generator[None, Any, Any]:
+        """pytest's own writes for the hook, then `step` and a redraw, all under the lock."""
         with self._lock:
             result = yield
-            self.finish(nodeid)
+            step(nodeid)
             self.draw()
             return result
 
