@@ -1,4 +1,26 @@
-"""Does the speedup's 95% interval contain the true ratio 95% of the time on timings like a shared VM's?
+"""Does the speedup's 95% interval keep its promise on timings like a shared VM's, from both sides?
+
+From below: it contains the true ratio at least 92% of the time. From above:
+it is not wider than it needs to be, which coverage alone cannot show (an
+interval that always covers because it is huge passes any lower bound). So
+each scenario also checks
+
+- coverage at most 98.5%, where the estimate's errors are near normal; and
+- the mean half-width (log scale) against an oracle's that knows the
+  estimate's true standard deviation sd (measured over the simulations):
+  z_0.975 sd. At most 1.3x that at 60 rounds (measured: 1.10-1.13); at the
+  harness's smallest design (24 rounds, 16 kept), 1.6x: estimating the spread
+  at all costs t_15 / z = 1.087, and a long-run variance factor estimated
+  from 24 autocorrelated rounds scatters, its tail making the mean (at rho
+  0.8 its median is right, its mean 1.2x too high). Measured there: 1.02-1.34
+  for most scenarios, 1.35-1.57 for rho 0.8 over seeds 0-3 of 600-1,000
+  simulations.
+
+Stalls are the exception to the upper coverage bound, by measurement: there
+the estimate's errors are heavy-tailed (excess kurtosis 2.6-7) and each
+interval is wide exactly when its error is large (correlation 0.66-0.82), so
+it covers 98-99.6% at the oracle's mean width. That is an interval that
+adapts, not one too wide; the width bound still holds there.
 
 Timings are simulated call by call in time order, as the harness takes them:
 blocks of `calls` back-to-back calls of one variant, in ABBA order, each
@@ -14,8 +36,13 @@ reference's. On top of that, as seen on this project's 2-core VMs:
 
 The grid is the harness's smallest design (MIN_ROUNDS rounds of MIN_BLOCK_CALLS
 calls) and a larger one: fewer rounds of single calls cannot keep the promise
-under rho 0.8, which is why blocks have at least MIN_BLOCK_CALLS calls.
+under rho 0.8, which is why blocks have at least MIN_BLOCK_CALLS calls. (The
+percentile bootstrap optbench used before block rounds, resampling rounds as
+independent, covered 75-85% under AR(1) on these timings.)
 """
+
+import math
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pytest
@@ -23,11 +50,12 @@ from scipy import stats as scipy_stats
 
 from optbench.measurement import MIN_BLOCK_CALLS
 from optbench.profiles import PROFILES
-from optbench.stats import speedup
+from optbench.stats import estimate
 
 RATIO = 1.3
-SIMULATIONS = 400
+SIMULATIONS = 600
 REQUIRED_COVERAGE = 0.92
+MAX_COVERAGE = 0.985
 
 
 def ar1(rng, length, rho, sigma):
@@ -62,46 +90,61 @@ def simulated_rounds(rng, scenario, rounds, calls):
     return RATIO * reference.mean(axis=1), optimized.mean(axis=1)
 
 
-def coverage(interval_method, scenario, rounds, calls, simulations=SIMULATIONS, seed=0):
+@dataclass(frozen=True)
+class Simulated:
+    """What `simulations` intervals of one scenario did, against the truth and against the oracle."""
+
+    coverage: float
+    width_over_oracle: float
+    """Mean log half-width over z_0.975 times the true standard deviation of the log point."""
+    error_kurtosis: float
+
+
+def simulate(scenario, rounds, calls, simulations=SIMULATIONS, seed=0, method=estimate):
     rng = np.random.default_rng(seed)
-    covered = 0
+    points, half_widths, covered = [], [], 0
     for _ in range(simulations):
-        interval = interval_method(*simulated_rounds(rng, scenario, rounds, calls))
+        found = method(*simulated_rounds(rng, scenario, rounds, calls))
+        interval = found.interval()
         covered += interval.low <= RATIO <= interval.high
-    return covered / simulations
+        points.append(found.mean)
+        half_widths.append(math.log(interval.high / interval.low) / 2)
+    oracle = scipy_stats.norm.ppf(0.975) * np.std(points, ddof=1)
+    return Simulated(covered / simulations, float(np.mean(half_widths)) / oracle, float(scipy_stats.kurtosis(points)))
 
 
 SCENARIOS = ["independent", "ar0.5", "ar0.8", "stalls", "drift"]
 MIN_ROUNDS = min(profile.min_rounds for profile in PROFILES.values())
+DESIGNS = {(MIN_ROUNDS, MIN_BLOCK_CALLS): 1.6, (60, 8): 1.3}
+"""Rounds and calls per block, with the most the mean half-width may exceed the oracle's (module docstring)."""
+NEAR_NORMAL_KURTOSIS = 1.0
 
 
-@pytest.mark.parametrize("scenario", SCENARIOS)
-@pytest.mark.parametrize(("rounds", "calls"), [(MIN_ROUNDS, MIN_BLOCK_CALLS), (60, 8)])
-def test_interval_keeps_its_coverage(scenario, rounds, calls):
-    assert coverage(speedup, scenario, rounds, calls) >= REQUIRED_COVERAGE
+@pytest.fixture(scope="module", params=list(DESIGNS), ids=lambda design: f"{design[0]}x{design[1]}")
+def design(request):
+    return request.param
 
 
-def old_percentile_bootstrap(reference, optimized):
-    """optbench's interval before block rounds: median ratio, rounds resampled as independent pairs."""
-    reference, optimized = np.asarray(reference), np.asarray(optimized)
-
-    def median_ratio(ref, opt, axis=-1):
-        return np.median(ref, axis=axis) / np.median(opt, axis=axis)
-
-    result = scipy_stats.bootstrap(
-        (reference, optimized),
-        median_ratio,
-        paired=True,
-        vectorized=True,
-        n_resamples=1000,
-        method="percentile",
-        rng=np.random.default_rng(0),
-    )
-    low, high = result.confidence_interval
-    return type("Interval", (), {"low": low, "high": high})
+@pytest.fixture(scope="module", params=SCENARIOS)
+def simulated(request, design):
+    return simulate(request.param, *design)
 
 
-@pytest.mark.parametrize("scenario", ["ar0.5", "ar0.8"])
-def test_the_old_percentile_bootstrap_fails_autocorrelated_timings(scenario):
-    """The reason for the change: on the same simulated rounds the old interval covers far less than 95%."""
-    assert coverage(old_percentile_bootstrap, scenario, rounds=20, calls=1, simulations=200) < REQUIRED_COVERAGE
+def test_interval_keeps_its_coverage(simulated):
+    assert simulated.coverage >= REQUIRED_COVERAGE
+
+
+def test_interval_is_no_wider_than_its_coverage_needs(simulated, design):
+    assert simulated.width_over_oracle <= DESIGNS[design]
+    if simulated.error_kurtosis < NEAR_NORMAL_KURTOSIS:
+        assert simulated.coverage <= MAX_COVERAGE
+
+
+def test_the_check_from_above_fails_an_interval_four_times_too_wide():
+    """What coverage alone let through: the standard error x 4 covers everything and must fail here."""
+    wide = simulate("independent", 60, 8, simulations=100, method=lambda *rounds: scaled(estimate(*rounds), 4))
+    assert wide.coverage > MAX_COVERAGE and wide.width_over_oracle > DESIGNS[(60, 8)]
+
+
+def scaled(found, factor):
+    return replace(found, standard_error=found.standard_error * factor)

@@ -1,9 +1,11 @@
 """The history-based regression test on synthetic histories: spread estimate, budget, confirmation, power."""
 
 import math
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pytest
+from scipy import stats
 
 from optbench.baselines import Baseline, Recording
 from optbench.regression import (
@@ -13,6 +15,7 @@ from optbench.regression import (
     compare,
     decide,
     pooled_variance,
+    threshold_z,
     within_run_error,
 )
 from optbench.stats import Interval
@@ -59,26 +62,77 @@ def test_without_any_history_the_prior_spread_is_used():
     assert pooled_variance([]) == PRIOR_SPREAD**2
 
 
-def run_decisions(slowdown, seed, cases=200, confirmations=2, tau=0.02, within=0.01):
+@dataclass(frozen=True)
+class Budget:
+    """The run's false-alarm rate split over its gated cases, and the minimum effect that floors a regression."""
+
+    rate: float = 0.02
+    gated_cases: int = 30
+    min_effect: float = 0.05
+
+    @property
+    def per_case(self) -> float:
+        return self.rate / self.gated_cases
+
+
+def confirmed_decision(rng, past, true, tau, within, budget, confirmations):
+    """The gate's outcome for one case: measured, then confirmed while it is not a pass, as the plugin does."""
+    measurements = []
+
+    def judged():
+        measurements.append(interval(true + rng.normal(0, tau) + rng.normal(0, within), within))
+        return decide(measurements, past, tau**2, budget.rate, budget.gated_cases, budget.min_effect, confirmations)
+
+    decision = judged()
+    while decision.outcome != "pass" and len(measurements) <= confirmations:
+        decision = judged()
+    return decision
+
+
+def run_decisions(slowdown, seed, cases=200, confirmations=2, tau=0.02, within=0.01, budget=Budget(), runs=12):
     """Outcomes of `cases` independent cases whose optimized variant became `slowdown` slower, with confirmation."""
     rng = np.random.default_rng(seed)
-    outcomes = []
-    for _ in range(cases):
-        past = history(rng, tau=tau, within=within)
-        true = 0.4 - math.log1p(slowdown)
-        measurements = [interval(true + rng.normal(0, tau) + rng.normal(0, within), within)]
-        decision = decide(measurements, past, tau**2, 0.02, 30, 0.05, confirmations)
-        while decision.outcome != "pass" and len(measurements) <= confirmations:
-            measurements.append(interval(true + rng.normal(0, tau) + rng.normal(0, within), within))
-            decision = decide(measurements, past, tau**2, 0.02, 30, 0.05, confirmations)
-        outcomes.append(decision)
-    return outcomes
+    true = 0.4 - math.log1p(slowdown)
+    pasts = (history(rng, tau=tau, within=within, runs=runs) for _ in range(cases))
+    return [confirmed_decision(rng, past, true, tau, within, budget, confirmations) for past in pasts]
 
 
-def test_unchanged_code_keeps_within_its_false_alarm_budget():
-    outcomes = run_decisions(0.0, seed=3, cases=600)
-    # Budget per case: 0.02 / 30. Over 600 cases one false alarm is already unlikely.
-    assert sum(d.outcome == "regression" for d in outcomes) <= 1
+def false_alarms(budget, confirmations, cases=1000, seed=3):
+    """Regressions among unchanged cases with the minimum effect off, so only the statistics stand in the way.
+
+    Histories of 60 recordings, so that the spread the test estimates is the true one within about 10% and the
+    per-case false-alarm rate is the budget's, not a t distribution's heavier tail.
+    """
+    outcomes = run_decisions(0.0, seed, cases, confirmations, tau=0.03, budget=replace(budget, min_effect=0.0), runs=60)
+    return sum(decision.outcome == "regression" for decision in outcomes)
+
+
+def budget_band(budget, cases=1000):
+    """Where the count of false alarms of `cases` unchanged cases lies 999 times in 1,000 if the budget holds."""
+    return stats.binom.interval(0.999, cases, budget.per_case)
+
+
+GATED = Budget(rate=0.2, gated_cases=10)
+"""2% per case: 20 false alarms expected over 1,000 cases, measurable from both sides."""
+
+
+def test_unchanged_code_false_alarms_at_the_budget_s_rate_where_the_statistics_bind():
+    """A single measurement is judged at exactly alpha = rate / cases: too many false alarms and too few both fail.
+
+    Not splitting the budget over the gated cases, or a budget 10x larger, gives 200; an over-cautious z gives 0-3.
+    """
+    low, high = budget_band(GATED)
+    assert low <= false_alarms(GATED, confirmations=0) <= high
+
+
+def test_confirmations_only_lower_the_false_alarm_rate():
+    """A regression must hold after the confirmations too, so the budget is an upper bound there."""
+    assert false_alarms(GATED, confirmations=2) <= budget_band(GATED)[1]
+
+
+def test_the_threshold_grows_with_the_number_of_gated_cases():
+    thresholds = [threshold_z(0.02, cases) for cases in (1, 10, 30, 100)]
+    assert thresholds == sorted(thresholds) and len(set(thresholds)) == 4
 
 
 def test_a_planted_slowdown_above_the_minimum_detectable_one_is_caught():
@@ -102,7 +156,9 @@ def test_two_runs_are_compared_with_the_same_test_both_ways():
     before = interval(0.4, 0.01)
     assert compare(before, interval(0.4 - 0.3, 0.01), 0.02**2, 0.02, 10, 0.05).significant
     assert compare(before, interval(0.4 + 0.3, 0.01), 0.02**2, 0.02, 10, 0.05).significant
-    assert not compare(before, interval(0.42, 0.01), 0.02**2, 0.02, 10, 0.05).significant
+    # Within the margin (z 3.09 x sigma 0.032 on the log scale) with the minimum effect off: the statistics decide.
+    assert not compare(before, interval(0.42, 0.01), 0.02**2, 0.02, 10, 0.0).significant
+    assert compare(before, interval(0.52, 0.01), 0.02**2, 0.02, 10, 0.0).significant
 
 
 def test_a_measurably_small_slowdown_is_a_pass_not_a_reason_to_confirm():
