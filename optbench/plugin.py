@@ -31,7 +31,17 @@ from .isolation import Finished, Outcome, Zygote, preloaded_modules, scratch_dir
 from .outputs import OutputError, writable_folder
 from .own_model import SpecError, load_training, load_workload
 from .profiles import PROFILES, Profile
-from .progress import MODES, PHASE_FILE, WORKER_PHASES, PhaseFile, Progress, WorkerPhase, progress_mode, read_phase
+from .progress import (
+    MODES,
+    PHASE_FILE,
+    WORKER_PHASES,
+    PhaseFile,
+    Progress,
+    WorkerPhase,
+    is_case,
+    progress_mode,
+    read_phase,
+)
 from .recipe import load_recipe
 from .recommendation import recommendation_markdown
 from .record import RECORD_KEY, RECORDS_FILE, Record, RecordError
@@ -637,7 +647,7 @@ class OptbenchSession:
 
     @pytest.hookimpl
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        self._print_estimate(sum("optbench" in getattr(item, "fixturenames", ()) for item in session.items))
+        self._print_estimate(sum(map(is_case, session.items)))
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
@@ -665,7 +675,7 @@ class OptbenchSession:
         self, item: pytest.Item, call: pytest.CallInfo[None]
     ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
         report = yield
-        if call.when == "call" and report.failed and call.excinfo and "optbench" in getattr(item, "fixturenames", ()):
+        if call.when == "call" and report.failed and call.excinfo and is_case(item):
             item.stash[_FAILURE] = call.excinfo.value
         return report
 
@@ -868,7 +878,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def count_gated(config: pytest.Config, items: Sequence[pytest.Item]) -> None:
     """Tell the session how many collected cases have history: the gate splits its false-alarm budget over them."""
     session = config.stash[_SESSION]
-    cases = [item for item in items if "optbench" in getattr(item, "fixturenames", ())]
+    cases = [item for item in items if is_case(item)]
     if not cases:
         return
     try:

@@ -26,7 +26,12 @@ How it is shown depends on where pytest writes (`--progress`, default auto):
 
 The estimate of what is left is the run's own (`Profile.estimate_s`): the
 cases not yet finished at the profile's per-case estimate, divided among the
-workers, less what the running case has used of its own.
+workers, less what the running case has used of its own. Only cases start and
+finish here: pytest reports every test, and a run with plain tests before its
+cases (`pytest tests benchmarks`) would have finished its count of cases by
+the first case and read `run ~0 s left` from then on. An xdist controller
+collects nothing itself and its count is every test its workers collected, so
+there every test counts.
 
 Written as plain text and terminal escapes to the stream pytest's terminal
 reporter writes to, with pytest's output capture suspended around each write
@@ -120,6 +125,17 @@ def read_phase(path: Path) -> str | None:
         return None
 
 
+def is_case(item: pytest.Item) -> bool:
+    """Whether a collected test is a case: one that uses the `optbench` fixture."""
+    return "optbench" in getattr(item, "fixturenames", ())
+
+
+def collected_cases(config: pytest.Config) -> frozenset[str] | None:
+    """The node ids of the cases this process collected; None where it collected nothing (an xdist controller)."""
+    items = getattr(config.pluginmanager.getplugin("session"), "items", None)
+    return frozenset(item.nodeid for item in items if is_case(item)) if items else None
+
+
 def _label(node_id: str) -> str:
     return node_id.rsplit("::", 1)[-1]
 
@@ -147,6 +163,8 @@ class Progress:
         self.workers = workers
         self.clock = clock
         self.cases = cases
+        self.case_ids = collected_cases(config)
+        """What counts toward `cases`: None where every test does (an xdist controller)."""
         self.finished = 0
         self.running: dict[str, float] = {}
         """Case -> when it started (several on an xdist controller)."""
@@ -164,6 +182,8 @@ class Progress:
     # What the runner and the plugin's hooks call.
 
     def start(self, case: str) -> None:
+        if self.case_ids is not None and case not in self.case_ids:
+            return
         self.running[case] = self.clock()
         self.phase = "setup"
 

@@ -1,6 +1,7 @@
 """Change points on 90-night histories resampled from real unchanged runs of this machine, with planted steps."""
 
 import json
+import re
 from dataclasses import asdict, replace
 from pathlib import Path
 
@@ -89,8 +90,17 @@ def test_a_series_that_changes_twice_gives_both_changes(case):
 def test_a_confirmed_change_in_the_last_nights_alerts_and_an_older_one_does_not():
     case = QUIET[0]
     late = history(case, 0, lambda night: 0.85 if night >= NIGHTS - 5 else 1.0)
-    block, failing = alert_markdown(case_changes(case, late), recent=7)
-    assert failing and "Confirmed (this fails the job)" in block and "15" in block
+    changes = case_changes(case, late)
+    (change,) = [candidate for candidate in changes if candidate.confirmed]
+    assert change.size == pytest.approx(-0.15, abs=0.03)
+    block, failing = alert_markdown(changes, recent=7)
+    assert failing and "Confirmed (this fails the job)" in block
+    # The planted slowdown's measured size and interval, in percent, from the night it landed.
+    told = re.search(r"(\d+\.\d)% slower \[([-+]\d+\.\d)%, ([-+]\d+\.\d)%\] from night (\S+) ", block)
+    assert told, block
+    size, low, high = (float(percent) / 100 for percent in told.groups()[:3])
+    assert (-size, low, high) == pytest.approx((change.size, change.low, change.high), abs=0.0005)
+    assert told[4] == late[-5].run
     old = history(case, 0, lambda night: 0.85 if night >= 40 else 1.0)
     block, failing = alert_markdown(case_changes(case, old), recent=7)
     assert not failing and block.endswith("none\n")

@@ -1,5 +1,6 @@
 """Other processes' CPU use while a case is timed: counted, and the case's own processes never counted as others."""
 
+import dataclasses
 import inspect
 import json
 import os
@@ -60,22 +61,42 @@ def test_the_cases_own_children_live_and_finished_are_its_own_use():
     assert contention.note is None
 
 
+def fake_proc(proc, steal=30):
+    """A /proc with the machine's all-CPU line (`steal` ticks of steal) and three processes: this one, its child
+    whose name holds spaces and a parenthesis, and a process of another tree."""
+    proc.mkdir(exist_ok=True)
+    (proc / "stat").write_text(f"cpu  100 5 20 9000 7 1 2 {steal} 0 0\ncpu0 50 2 10 4500 3 0 1 15 0 0\n")
+    me = os.getpid()
+    for pid, parent, name, utime in ((me, 1, "python", 40), (me + 1, me, "pt worker (1)", 7), (me + 2, 1, "sh", 3)):
+        (proc / str(pid)).mkdir(exist_ok=True)
+        fields = ["S", str(parent)] + ["0"] * 9 + [str(utime), "1", "2", "3"] + ["0"] * 30
+        (proc / str(pid) / "stat").write_text(f"{pid} ({name}) " + " ".join(fields))
+    return proc
+
+
 def test_proc_files_are_read_field_by_field(tmp_path):
     """The all-CPU line's busy and steal ticks; this process's tree by parent links, a name with spaces and a
     parenthesis read right, another tree left out."""
-    (tmp_path / "stat").write_text("cpu  100 5 20 9000 7 1 2 30 0 0\ncpu0 50 2 10 4500 3 0 1 15 0 0\n")
-    me = os.getpid()
-    for pid, parent, name, utime in ((me, 1, "python", 40), (me + 1, me, "pt worker (1)", 7), (me + 2, 1, "sh", 3)):
-        (tmp_path / str(pid)).mkdir()
-        fields = ["S", str(parent)] + ["0"] * 9 + [str(utime), "1", "2", "3"] + ["0"] * 30
-        (tmp_path / str(pid) / "stat").write_text(f"{pid} ({name}) " + " ".join(fields))
-    times = CpuTimes.now(tmp_path)
+    times = CpuTimes.now(fake_proc(tmp_path))
     assert times is not None
     tick = 1 / os.sysconf("SC_CLK_TCK")
     assert times.machine_busy_s == pytest.approx((100 + 5 + 20 + 1 + 2) * tick)
     assert times.steal_s == pytest.approx(30 * tick)
     assert times.own_s == pytest.approx(((40 + 6) + (7 + 6)) * tick)
     assert CpuTimes.now(tmp_path / "missing") is None
+
+
+@pytest.mark.parametrize(("steal_cpus", "noted"), [(0.0, False), (0.1, False), (0.5, True)])
+def test_the_hypervisors_steal_over_the_window_is_noted_from_a_quarter_of_a_cpu(tmp_path, steal_cpus, noted):
+    """Two readings 2 s apart that differ only in steal: no process used a CPU, the hypervisor took `steal_cpus`."""
+    window_s, ticks_per_s = 2.0, os.sysconf("SC_CLK_TCK")
+    start = CpuTimes.now(fake_proc(tmp_path))
+    end = CpuTimes.now(fake_proc(tmp_path, steal=30 + round(steal_cpus * window_s * ticks_per_s)))
+    contention = Contention.between(start, dataclasses.replace(end, at_s=start.at_s + window_s))
+    assert contention.steal_cpus == pytest.approx(steal_cpus)
+    assert contention.others_cpus == 0.0
+    told = f"machine busy: the hypervisor took {steal_cpus:.1f} CPUs (steal) while timed, timings perturbed"
+    assert contention.note == (told if noted else None)
 
 
 def test_a_busy_machine_is_noted_in_the_record_and_the_cases_own_child_is_not(pytester):

@@ -6,7 +6,7 @@ import pytest
 
 from optbench.__main__ import main
 from optbench.accuracy import Check
-from optbench.crossrun import accuracy_move
+from optbench.crossrun import accuracy_move, compile_move
 from optbench.record import AccuracySummary, CompileSummary
 from optbench.runs import load_run
 from optbench.significance import ComparisonSettings, compare_records
@@ -135,6 +135,34 @@ def test_an_accuracy_figure_moves_toward_its_limit_only_beyond_a_tenth_of_its_he
         return make_record("smoke:b::test_a", accuracy=check)
 
     assert (accuracy_move(at(old), at(new)) is not None) == moved
+
+
+def test_a_figure_that_now_fails_says_so_even_where_its_headroom_cannot_be_compared():
+    def at(value):
+        return make_record("smoke:b::test_a", accuracy=Check("rmse", value, 0.01, True))
+
+    assert accuracy_move(at(0.009), at(0.011)) == "rmse 0.009 -> 0.011 (limit <= 0.01), now fails"
+    # A NaN has no headroom to shrink: only its failing tells it moved.
+    assert accuracy_move(at(0.001), at(float("nan"))) == "rmse 0.001 -> nan (limit <= 0.01), now fails"
+    assert accuracy_move(at(float("nan")), at(float("nan"))) is None
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "moved"),
+    [
+        (None, 2.0, "compiled in the later run only"),
+        (2.0, None, "compiled in the first run only"),
+        (None, None, None),
+        (2.0, 2.9, None),  # within COMPILE_TIME_MOVE: first calls are noisy
+        (2.0, 1.2, "first call 2.0 s -> 1.2 s"),
+    ],
+)
+def test_compilation_changed_when_only_one_run_compiled_or_its_first_call_moved_far(before, after, moved):
+    def at(first_call_s):
+        plain = make_record("smoke:b::test_a")
+        return plain if first_call_s is None else with_compile(plain, first_call_s)
+
+    assert compile_move(at(before), at(after)) == moved
 
 
 def test_report_names_missing_runs_or_refuses_them(tmp_path, capsys):

@@ -50,8 +50,9 @@ def _event(nbytes, at_ns, name=MEMORY_EVENT):
 
 
 def test_the_peak_counts_frees_in_time_order_and_ignores_other_events():
-    # Listed out of order: alloc 10 at t=1, free at t=2, alloc 10 at t=3 never has 20 bytes alive.
-    events = [_event(10, 3), _event(-10, 2), _event(10, 1), _event(99, 0, name="aten::mul")]
+    # Alloc 10 at t=1, free it at t=2, alloc 10 at t=3: never 20 bytes alive, though summed in the order listed
+    # (both allocations before the free) they would be.
+    events = [_event(10, 1), _event(10, 3), _event(-10, 2), _event(99, 0, name="aten::mul")]
     assert peak_live_bytes(events) == 10
 
 

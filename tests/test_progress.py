@@ -6,6 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from optbench.profiles import PROFILES
 from optbench.progress import LINE_AFTER_S, Progress, WorkerPhase, at_most_every, phase_kind, progress_mode
 
 CONFTEST = 'pytest_plugins = ["optbench.plugin"]\n'
@@ -51,11 +52,13 @@ class Lines:
         self.lines.append(line)
 
 
-def log_progress(clock, worker_phases=None):
+def log_progress(clock, worker_phases=None, workers=1):
     reporter = Lines()
     plugins = {"terminalreporter": reporter, "capturemanager": None}
     config = SimpleNamespace(pluginmanager=SimpleNamespace(getplugin=plugins.get))
-    progress = Progress(config, "lines", per_case_s=40, cases=3, clock=lambda: clock[0], worker_phases=worker_phases)
+    progress = Progress(
+        config, "lines", per_case_s=40, cases=3, workers=workers, clock=lambda: clock[0], worker_phases=worker_phases
+    )
     return progress, reporter
 
 
@@ -112,6 +115,17 @@ def test_what_is_left_is_the_unfinished_cases_at_the_per_case_estimate():
     assert phase_kind("timed rounds 12 of 24") == "timed rounds"
 
 
+def test_under_xdist_what_is_left_is_shared_among_the_workers(tmp_path):
+    clock = [0.0]
+    progress, _ = log_progress(clock, worker_phases=tmp_path, workers=2)
+    progress.start("a")
+    progress.start("b")
+    clock[0] = 10
+    assert progress.left_s() == (3 * 40 - 2 * 10) / 2
+    progress.finish("a")
+    assert progress.status() == "b: 10 s; run ~35 s left"
+
+
 @pytest.mark.parametrize(
     ("requested", "isatty", "worker", "mode"),
     [
@@ -164,6 +178,42 @@ def test_under_xdist_a_case_that_hangs_shows_its_workers_phase_while_it_hangs(py
     seconds = re.findall(r"test_hangs: first calls \(compilation\), (\d+) s", statuses)
     # Redrawn about every second by the controller while the worker sleeps, each time with the worker's phase.
     assert len(set(seconds)) >= 3, statuses
+
+
+PLAIN_TESTS = """
+def test_plain_one():
+    pass
+
+
+def test_plain_two():
+    pass
+
+
+def test_plain_three():
+    pass
+"""
+LEFT = re.compile(r"run ~(\d+) s left")
+
+
+def test_plain_tests_before_the_cases_leave_the_estimate_to_the_cases(pytester):
+    """README's `pytest tests benchmarks`: more plain tests than cases run first, and none of them is a finished
+    case, so the estimate is still the cases' own while they run."""
+    pytester.makeconftest(CONFTEST)
+    # The cases run after the plain tests (pytest's file order), without the hang.
+    pytester.makepyfile(test_a_plain=PLAIN_TESTS, test_b_cases=HANGS_IN_WARM_UP.replace("len(calls) == 5", "False"))
+    result = pytester.runpytest_subprocess("--profile", "smoke", "--progress", "tty", "--benchmark-disable", *FAST)
+    result.assert_outcomes(passed=5)
+    statuses = [status for status in STATUS.findall(result.stdout.str()) if status]
+    # What is left as each case starts, none shown for a plain test: both cases at the profile's per-case
+    # estimate, then the second's.
+    per_case_s = PROFILES["smoke"].with_overrides(case_budget_s=float(FAST[1])).case_estimate_s
+    left = {}
+    for status in statuses:
+        left.setdefault(status.split(":")[0], int(LEFT.search(status)[1]))
+    assert left == {
+        "test_hangs": pytest.approx(2 * per_case_s, abs=1.5),
+        "test_quick": pytest.approx(per_case_s, abs=1.5),
+    }
 
 
 def _shape(output):
