@@ -165,7 +165,7 @@ def crossrun_markdown(runs: Sequence[Run], missing: Sequence[Path] = ()) -> str:
     return "\n".join(lines) + "\n"
 
 
-def plot_speedups(runs: Sequence[Run], path: Path) -> None:
+def plot_speedups(runs: Sequence[Run], path: Path) -> None:  # pragma: no mutate block
     """Speedup with its interval per case, one marker series per run."""
     import matplotlib
 

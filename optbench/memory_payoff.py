@@ -67,8 +67,11 @@ class MemoryResult:
 
 def ratio_interval(log_ratios: list[float]) -> Interval:
     """exp of the mean log ratio, with its Student-t interval (see the module docstring)."""
+    if len(log_ratios) < 2:
+        # One repetition has no spread to make an interval of (Student's t on 0 degrees of freedom is NaN).
+        raise ValueError(f"a memory ratio's interval needs at least 2 repetitions, got {len(log_ratios)}")
     mean = statistics.fmean(log_ratios)
-    spread = statistics.stdev(log_ratios) if len(log_ratios) > 1 else 0.0
+    spread = statistics.stdev(log_ratios)
     half = stats.t.ppf((1 + CONFIDENCE) / 2, len(log_ratios) - 1) * spread / math.sqrt(len(log_ratios))
     return Interval(math.exp(mean), math.exp(mean - half), math.exp(mean + half))
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from optbench.__main__ import main
-from optbench.changes import alert_markdown, case_changes
+from optbench.changes import Change, alert_markdown, case_changes
 from optbench.history import read_history, series
 
 REAL = series(read_history(Path(__file__).parent / "data" / "epyc-bf16-unchanged-nights.jsonl"))
@@ -119,3 +119,32 @@ def test_changes_command_fails_the_job_on_news_and_writes_the_summary(tmp_path, 
     assert main(["changes", str(path), "--recent", "3", "--summary", str(summary)]) == 0
     assert main(["changes", str(tmp_path / "missing.jsonl")]) == 2
     assert "no such history" in capsys.readouterr().err
+
+
+def hand_made_change(size, confirmed, nights_since, commit="0123456789abcdef"):
+    """A change between two made-up nights, to read the alert's wording without a segmentation behind it."""
+    night = REAL[QUIET[0]][0]
+    before = replace(night, run="2026-01-01T02:00", commit=None, torch="2.9.1")
+    after = replace(night, run="2026-01-02T02:00", commit=commit, torch="2.14.1")
+    return Change(QUIET[0], 40, before, after, size, size - 0.02, size + 0.02, 1e-5, 15, 5, nights_since, confirmed)
+
+
+def test_the_alert_lists_confirmed_changes_then_watch_items_of_the_recent_nights_only():
+    """The nightly job's summary: which changes fail it, which to watch, in words a reader can act on."""
+    slower = hand_made_change(-0.12, confirmed=True, nights_since=7)
+    faster = hand_made_change(0.04, confirmed=False, nights_since=2, commit=None)
+    too_old = hand_made_change(-0.3, confirmed=True, nights_since=8)
+    block, failing = alert_markdown([too_old, slower, faster], recent=7)
+    assert failing
+    assert block == (
+        "## Change points in the last 7 nights\n\n"
+        "**Confirmed (this fails the job):**\n\n"
+        f"- {QUIET[0]}: 12.0% slower [-14.0%, -10.0%] from night 2026-01-02T02:00 (commit 01234567, torch 2.14.1); "
+        "before it 2026-01-01T02:00 (commit ?, torch 2.9.1); 15 nights before, 5 after, p=1e-05, confirmed\n\n"
+        "Watch items (not significant yet):\n\n"
+        f"- {QUIET[0]}: 4.0% faster [+2.0%, +6.0%] from night 2026-01-02T02:00 (commit ?, torch 2.14.1); "
+        "before it 2026-01-01T02:00 (commit ?, torch 2.9.1); 15 nights before, 5 after, p=1e-05, watch\n\n"
+    )
+    watch_only, failing = alert_markdown([faster])
+    assert not failing and "Confirmed" not in watch_only and watch_only.count("- ") == 1
+    assert alert_markdown([too_old], recent=7) == ("## Change points in the last 7 nights\n\nnone\n", False)

@@ -1,8 +1,10 @@
 """Drift with time alone: a case's sessions of timed rounds, back to back in one process (optbench.drift)."""
 
 import math
+from dataclasses import replace
 
 import pytest
+from records import make_record
 from synthetic import HALF_THE_WORK
 
 from optbench.__main__ import main
@@ -47,3 +49,31 @@ def test_drift_command_times_each_case_in_sessions_in_its_own_process(pytester, 
 def test_drift_needs_two_sessions(capsys):
     assert main(["drift", "--sessions", "1", "--output", "/tmp/drift-never.md"]) == 2
     assert "at least 2" in capsys.readouterr().err
+
+
+def test_the_drift_table_has_a_row_per_case_and_the_root_mean_square_tau_under_it():
+    """What `optbench drift` writes: each case's sessions, spread, whether any two are disjoint, its tau; then the
+    count of disjoint cases and the root mean square of the taus over the cases."""
+    drifted = Drift("smoke:b.py::test_a", sessions(1.0, 1.1))
+    steady = Drift("smoke:b.py::test_b", sessions(1.0, 1.001))
+    lines = drift_markdown([drifted, steady]).splitlines()
+    assert lines[0] == "| case | sessions (speedup [95% interval], in time order) | spread | disjoint | tau |"
+    assert lines[2] == f"| test_a | 1.000x [0.990, 1.010]; 1.100x [1.089, 1.111] | 10.0% | YES | {drifted.tau:.1%} |"
+    assert lines[3] == f"| test_b | 1.000x [0.990, 1.010]; 1.001x [0.991, 1.011] | 0.1% | no | {steady.tau:.1%} |"
+    rms = math.sqrt((drifted.tau**2 + steady.tau**2) / 2)
+    assert drifted.tau > 0.05 and steady.tau == 0 and abs(rms - drifted.tau / math.sqrt(2)) < 1e-12
+    assert lines[-1] == (
+        f"cases whose sessions' intervals are disjoint: 1/2; tau over the cases (root mean square): {rms:.1%} "
+        "(the gate's prior between-run spread: 5%)"
+    )
+    assert drift_markdown([]).endswith(
+        "disjoint: 0/0; tau over the cases (root mean square): 0.0% (the gate's prior between-run spread: 5%)"
+    )
+
+
+def test_a_record_gives_a_drift_only_with_two_sessions_or_more():
+    record = make_record("smoke:b.py::test_a")
+    assert Drift.from_record(record) is None
+    assert Drift.from_record(replace(record, sessions=list(sessions(1.0)))) is None
+    two = Drift.from_record(replace(record, sessions=list(sessions(1.0, 1.1))))
+    assert two == Drift("smoke:b.py::test_a", sessions(1.0, 1.1))

@@ -99,3 +99,123 @@ def test_failures_outrank_an_inconclusive_measurement():
     assert result.status == "inconclusive"
     result.failures.append("accuracy: cosine 0.5")
     assert result.status == "fail"
+
+
+# Verdict details found missing by mutation testing (docs/mutation.md).
+
+LOWER_IS_BETTER = Baseline(
+    HISTORY.recordings, accuracy={"metric": "rel_rmse", "value": 0.5, "limit": 1.5, "lower_is_better": True}
+)
+"""A lower-is-better headline one unit of headroom from its limit: half of it may be used up before drift fails."""
+
+
+def rel_rmse(value):
+    return Accuracy((Check("rel_rmse", value, 1.5, lower_is_better=True),))
+
+
+def test_accuracy_drift_of_a_lower_is_better_figure_fails_past_its_share_of_the_headroom():
+    """rel_rmse 0.5 with its limit at 1.5: up to 1.0 is within the drift allowance, 1.2 moved too far."""
+    steady = verdict(Interval(1.8, 1.75, 1.85), accuracy=rel_rmse(0.9), baseline=LOWER_IS_BETTER)
+    assert steady.status == "pass"
+    moved = verdict(Interval(1.8, 1.75, 1.85), accuracy=rel_rmse(1.2), baseline=LOWER_IS_BETTER)
+    assert moved.status == "fail"
+    assert moved.failures == [
+        "accuracy drifted: rel_rmse 1.2 vs baseline 0.5 (allowed 1, 50% of the headroom to the limit 1.5)"
+    ]
+    narrow = Baseline(HISTORY.recordings, {"metric": "rel_rmse", "value": 0.1, "limit": 0.6, "lower_is_better": True})
+    narrow_moved = Accuracy((Check("rel_rmse", 0.4, 0.6, lower_is_better=True),))  # allowed: 0.1 + 0.5 x 0.5
+    assert verdict(Interval(1.8, 1.75, 1.85), accuracy=narrow_moved, baseline=narrow).status == "fail"
+
+
+def test_accuracy_drift_is_more_than_the_allowed_share_not_exactly_it():
+    """Half the headroom is allowed: a figure that moved exactly half of it (exact in binary) still passes."""
+    at_the_allowance = verdict(Interval(1.8, 1.75, 1.85), accuracy=rel_rmse(1.0), baseline=LOWER_IS_BETTER)
+    assert at_the_allowance.status == "pass"
+    higher_is_better = Baseline(
+        HISTORY.recordings, accuracy={"metric": "cosine", "value": 1.0, "limit": 0.0, "lower_is_better": False}
+    )
+    cosine = Accuracy((Check("cosine", 0.5, 0.0, lower_is_better=False),))
+    assert verdict(Interval(1.8, 1.75, 1.85), accuracy=cosine, baseline=higher_is_better).status == "pass"
+
+
+def test_a_failed_accuracy_is_reported_once_not_also_as_drift():
+    bad = Accuracy((Check("cosine", 0.95, 0.99, lower_is_better=False),))
+    assert verdict(Interval(1.8, 1.75, 1.85), accuracy=bad).failures == ["accuracy: cosine 0.95 (limit >= 0.99)"]
+
+
+def test_a_nondeterministic_reference_fails_instead_of_its_accuracy():
+    """Two seeded runs of the reference differ: the optimized output's accuracy against it means nothing."""
+    bad = Accuracy((Check("cosine", 0.5, 0.99, lower_is_better=False),))
+    differ = Check("max_abs_diff", 0.25, 0.0, lower_is_better=True)
+    result = judge([Interval(1.8, 1.75, 1.85)], bad, NOWHERE, None, HISTORY, SETTINGS, unrepeatable_reference=differ)
+    assert result.failures == [
+        "reference not deterministic: two seeded runs differ (max_abs_diff 0.25 (limit <= 0)), "
+        "so the optimization's accuracy cannot be judged"
+    ]
+
+
+def test_only_failed_extra_checks_fail():
+    passed = Check("graph_count", 1, 1, lower_is_better=True)
+    failed = Check("recompiles", 3, 0, lower_is_better=True)
+    result = judge([Interval(1.8, 1.75, 1.85)], GOOD, NOWHERE, None, HISTORY, SETTINGS, extra_checks=[passed, failed])
+    assert result.failures == ["check: recompiles 3 (limit <= 0)"]
+
+
+def test_a_suspicious_slowdown_says_why_it_is_inconclusive():
+    result = verdict(Interval(1.72, 1.69, 1.75))
+    (reason,) = result.inconclusive
+    assert reason.startswith("speed: suspicious but not significant, ") and "slower than its history's 1.80x" in reason
+
+
+def test_a_clear_speedup_over_the_history_is_noted_and_a_small_one_is_not():
+    faster = verdict(Interval(2.2, 2.15, 2.25))
+    assert faster.status == "pass" and "faster than its history by 18%" in faster.notes
+    slightly = verdict(Interval(1.83, 1.80, 1.86))  # 1.7% faster: under the 5% minimum effect
+    assert slightly.status == "pass" and not slightly.notes
+    slower = verdict(Interval(1.74, 1.735, 1.745))
+    assert not any(note.startswith("faster") for note in slower.notes)
+
+
+def test_an_interval_touching_the_floor_or_the_ceiling_is_not_beyond_it():
+    """'Entirely below the floor' and 'entirely above the ceiling': an end at the bound is not beyond it."""
+    where = Floor(1.2, applies_here=True, where="a CPU with AMX")
+    touching = verdict(Interval(1.1, 1.0, 1.2), baseline=None, floor=where, ceiling=1.0)
+    assert touching.status == "pass" and not touching.does_not_pay
+    above = verdict(Interval(1.3, 1.2, 1.4), baseline=None, ceiling=1.1)
+    assert above.failures == [
+        "speed: measured 1.30x [1.20, 1.40] lies entirely above the expected ceiling 1.10x "
+        "(this optimization is expected not to pay here)"
+    ]
+
+
+def test_a_memory_case_keeps_the_other_failures_and_notes_and_is_judged_on_its_latest_speed():
+    """Its memory verdict adds to the verdict's lines; its time bound reads the last measurement, not the first."""
+    from optbench.gate import MemoryClaim
+    from optbench.memory_payoff import MemoryPayoff
+
+    bad = Accuracy((Check("cosine", 0.95, 0.99, lower_is_better=False),))
+    claim = MemoryClaim(MemoryPayoff(floor=2.0, max_slowdown=1.5), Interval(1.5, 1.4, 1.6))
+    result = judge([Interval(1.8, 1.75, 1.85)], bad, NOWHERE, None, None, SETTINGS, memory=claim)
+    assert result.failures == ["accuracy: cosine 0.95 (limit >= 0.99)"]  # not gated on memory without history
+    assert result.notes[0].startswith("does not pay here: peak memory ratio 1.50x")
+    assert result.notes[1] == "no history on this machine: speed reported, not gated"
+    paying = MemoryClaim(MemoryPayoff(floor=2.0, max_slowdown=1.5), Interval(3.0, 2.9, 3.1))
+    slow_then_fast = [Interval(0.5, 0.45, 0.55), Interval(0.9, 0.85, 0.95)]
+    latest_fast = judge(slow_then_fast, GOOD, NOWHERE, None, None, SETTINGS, memory=paying)
+    assert not any("time bound" in note for note in latest_fast.notes)
+    latest_slow = judge(slow_then_fast[::-1], GOOD, NOWHERE, None, None, SETTINGS, memory=paying)
+    assert any("over its time bound here" in note for note in latest_slow.notes)
+
+
+def test_an_untimed_run_says_speed_was_not_gated():
+    assert verdict(None).notes == ["timing disabled: accuracy checked, speed not gated"]
+
+
+def test_an_untimed_memory_case_is_judged_on_its_memory_alone():
+    from optbench.gate import MemoryClaim
+    from optbench.memory_payoff import MemoryPayoff
+
+    claim = MemoryClaim(MemoryPayoff(floor=2.0, max_slowdown=1.5), Interval(3.0, 2.9, 3.1))
+    result = judge([], GOOD, NOWHERE, None, HISTORY, SETTINGS, memory=claim)
+    assert result.status == "pass" and result.notes[0].startswith("memory payoff: peak 3.00x")
+    assert result.notes[-1] == "timing disabled: accuracy checked, speed not gated"

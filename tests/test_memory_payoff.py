@@ -15,7 +15,7 @@ from optbench.advice import advice_of
 from optbench.baselines import Baseline, BaselineError, Recording, parse_entry
 from optbench.checkpointing import Checkpointed, repeated_blocks
 from optbench.gate import MemoryClaim, judge
-from optbench.memory_payoff import MemoryPayoff, MemoryResult, judge_memory, ratio_interval
+from optbench.memory_payoff import MemoryPayoff, MemoryResult, judge_memory, memory_ratio, ratio_interval
 from optbench.record import Record
 from optbench.stats import Interval
 from optbench.training import Tricks
@@ -159,3 +159,40 @@ def test_a_model_without_repeated_blocks_or_a_budget_without_compile_skips_with_
         workload.case(
             Tricks(memory_budget=0.5), accuracy=TrainingAgreement(loss_tolerance=0), floor=1, names=("a", "b")
         )
+
+
+# The memory verdict's edges, found by mutation testing (docs/mutation.md).
+
+
+def test_an_unmeasured_peak_is_neither_judged_nor_does_not_pay():
+    failures, notes, does_not_pay = judge_memory(None, interval(0.5), PAYOFF, [4.6], min_effect=0.05)
+    assert (failures, does_not_pay) == ([], False)
+    assert notes == ["peak memory not measured on this device, so the memory payoff is not judged"]
+
+
+def test_a_ratio_or_speed_touching_its_bound_is_not_beyond_it():
+    """'Entirely below': an interval whose top end is exactly the floor, the history's allowance or the time bound
+    (all exact in binary here) is not below it."""
+    payoff = MemoryPayoff(floor=2.0, max_slowdown=2.0)
+    at_the_bounds = judge_memory(Interval(1.5, 1.0, 2.0), Interval(0.4, 0.3, 0.5), payoff, [4.0], min_effect=0.5)
+    assert at_the_bounds == ([], ["memory payoff: peak 1.50x [1.00, 2.00] lower (floor 2.00x)"], False)
+
+
+def test_the_peak_ratio_is_measured_from_alternating_calls():
+    """A quarter of the reference's allocation reads 4x on CPU, where allocations repeat exactly; a side that
+    allocates nothing cannot be measured."""
+    device = torch.device("cpu")
+    ratio = memory_ratio(lambda: torch.ones(256, 1024).sum(), lambda: torch.ones(64, 1024).sum(), device, 2)
+    assert ratio is not None and ratio.point == pytest.approx(4.0, rel=1e-3) and ratio.low == ratio.high
+    assert memory_ratio(lambda: torch.ones(256, 1024).sum(), lambda: 1, device, 2) is None
+
+
+def test_two_repetitions_give_an_interval_with_one_degree_of_freedom():
+    two = ratio_interval([math.log(2.0), math.log(8.0)])
+    assert two.point == pytest.approx(4.0) and two.low < 2.0 and two.high > 8.0  # t with 1 df is 12.7
+
+
+def test_one_repetition_is_no_interval():
+    """A NaN interval used to come back, and every comparison with it reads False: no judgement at all."""
+    with pytest.raises(ValueError, match="at least 2 repetitions"):
+        ratio_interval([0.3])

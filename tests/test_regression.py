@@ -169,3 +169,65 @@ def test_a_measurably_small_slowdown_is_a_pass_not_a_reason_to_confirm():
     assert decision.outcome == "pass" and 0.02 < decision.slowdown < 0.04
     possible = decide([interval(0.4 - math.log1p(0.045), 0.01)], steady, 0.002**2, 0.02, 30, 0.05, 2)
     assert possible.outcome == "inconclusive"
+
+
+def test_a_case_counts_in_the_pool_from_three_recordings():
+    """Three recordings (two degrees of freedom) are the least that join the environment's pool; two do not."""
+    exact = [Recording(s, None) for s in (1.0, 1.1, 1.2)]  # no intervals: all the variance is between runs
+    three = Baseline(tuple(exact))
+    assert pooled_variance([three]) == pytest.approx(CaseSpread.of(three).variance) != PRIOR_SPREAD**2
+    assert pooled_variance([Baseline(tuple(exact[:2]))]) == PRIOR_SPREAD**2
+
+
+def test_a_change_between_two_runs_reads_as_its_verdict():
+    before = interval(0.4, 0.01)
+    assert compare(before, interval(0.1, 0.01), 0.02**2, 0.02, 10, 0.05).text().endswith(", significant)")
+    assert compare(before, interval(0.41, 0.01), 0.02**2, 0.02, 10, 0.05).text().endswith(", within noise)")
+
+
+def test_a_history_without_intervals_is_all_between_run_spread_and_one_recording_is_the_pools():
+    exact = Baseline(tuple(Recording(s, None) for s in (1.0, 1.1, 1.2)))
+    logs = [math.log(s) for s in (1.0, 1.1, 1.2)]
+    assert CaseSpread.of(exact) == CaseSpread(pytest.approx(np.var(logs, ddof=1)), 2)
+    # Shrunk toward the pool with PRIOR_WEIGHT 4: (nu tau2_case + 4 pooled) / (nu + 4), nu = m - 1.
+    assert between_run_variance(exact, 0.01) == pytest.approx((2 * np.var(logs, ddof=1) + 4 * 0.01) / 6)
+    assert between_run_variance(Baseline((Recording(1.0, (0.9, 1.1)),)), 0.01) == pytest.approx(0.01)
+
+
+def test_one_gated_case_gets_the_whole_budget():
+    assert threshold_z(0.02, 1) == pytest.approx(stats.norm.ppf(0.98))
+    assert threshold_z(0.02, 0) == threshold_z(0.02, 1)
+
+
+def test_two_runs_are_judged_by_the_documented_margin_and_the_minimum_effect():
+    """sigma = sqrt((tau2 + s_after^2) + (tau2 + s_before^2)), z at rate / 2 / cases: the module docstring's
+    test with one run on each side; the change must also exceed min_effect, however precise."""
+    before, after = interval(0.4, 0.01), interval(0.45, 0.02)
+    sigma = math.sqrt((0.02**2 + 0.02**2) + (0.02**2 + 0.01**2))
+    z = stats.norm.ppf(1 - 0.02 / 2 / 10)
+    change = compare(before, after, 0.02**2, 0.02, 10, 0.05)
+    assert change.margin == pytest.approx(math.exp(z * sigma) - 1)
+    assert not change.significant  # 5.1% beyond, but within the margin
+    precise = compare(interval(0.4, 0.001), interval(0.43, 0.001), 0.001**2, 0.02, 10, 0.05)
+    assert not precise.significant and abs(precise.relative) > precise.margin  # 3%: beyond noise, under 5%
+    assert compare(interval(0.4, 0.001), interval(0.43, 0.001), 0.001**2, 0.02, 10, 0.0).significant
+
+
+def test_a_decision_reports_its_runs_spread_margin_and_detectable_slowdown_as_documented():
+    rng = np.random.default_rng(8)
+    past = history(rng, tau=0.02, within=0.01, runs=10)
+    now = [interval(0.38, 0.01), interval(0.39, 0.02)]
+    decision = decide(now, past, 0.02**2, 0.02, 30, 0.0, confirmations=2)
+    tau2 = between_run_variance(past, 0.02**2)
+    history_errors = [within_run_error(*r.interval) ** 2 for r in past.recordings]
+    center_variance = (tau2 + np.mean(history_errors)) / 10
+
+    def sigma(runs):
+        return math.sqrt((tau2 + (0.01**2 + 0.02**2) / 2) / runs + center_variance)
+
+    z = threshold_z(0.02, 30)
+    assert decision.runs == 2 and decision.history == 10
+    assert decision.between_run_spread == pytest.approx(math.sqrt(tau2))
+    assert decision.margin == pytest.approx(math.exp(z * sigma(2)) - 1)
+    detectable = math.exp((z + stats.norm.ppf(0.95)) * sigma(3)) - 1
+    assert decision.minimum_detectable_slowdown == pytest.approx(detectable)

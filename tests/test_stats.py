@@ -1,3 +1,5 @@
+import math
+
 import numpy as np
 import pytest
 
@@ -100,3 +102,95 @@ def test_identical_timings_give_a_zero_width_interval():
 def test_unpaired_input_is_rejected():
     with pytest.raises(ValueError, match="paired"):
         speedup([1.0, 2.0, 3.0], [1.0, 2.0])
+
+
+# The module docstring's formulas, each computed here on its own and held against the estimate (docs/mutation.md).
+
+
+def documented_factors(x):
+    """f = max(1, f_NW, f_AR) and f_2 exactly as optbench.stats's docstring states them (f_AR from 12 rounds)."""
+    n = len(x)
+    centered = x - x.mean()
+    variance = centered @ centered
+
+    def r(lag):
+        return centered[lag:] @ centered[:-lag] / variance
+
+    window = min(n - 1, math.ceil(1.5 * n ** (1 / 3)))
+    newey_west = 1 + 2 * sum((1 - lag / (window + 1)) * r(lag) for lag in range(1, window + 1))
+    if n < 12:
+        return max(1.0, newey_west), 1.0, newey_west, None
+    p = min(0.8, r(1) + (1 + 3 * r(1)) / n)
+    ar = (1 + p) / (1 - p)
+    f2 = (1 + max(0.0, p) ** 2) / (1 - max(0.0, p) ** 2)
+    return max(1.0, newey_west, ar), f2, newey_west, ar
+
+
+def ar1(rho, n, seed):
+    rng = np.random.default_rng(seed)
+    x = np.empty(n)
+    x[0] = rng.normal()
+    for i in range(1, n):
+        x[i] = rho * x[i - 1] + rng.normal()
+    return x
+
+
+SERIES = [ar1(rho, n, seed) for rho, n, seed in [(0.5, 30, 1), (0.9, 24, 2), (-0.5, 40, 3), (0.9, 10, 3), (0.0, 60, 5)]]
+SERIES.append(np.convolve(np.random.default_rng(6).normal(size=49), np.ones(10), mode="valid"))  # 40, moving average
+_E = np.random.default_rng(7).normal(size=34)
+SERIES.append(_E[4:] + _E[2:-2] + _E[:-4])  # correlated at lags 2 and 4 only: the window sees what lag 1 misses
+
+
+def test_the_autocorrelation_factors_are_the_documented_ones():
+    """Bartlett-window and AR(1) factors, the larger of them and 1, and Bartlett's f_2 for the degrees of freedom."""
+    from optbench.stats import Autocorrelation
+
+    documented = [documented_factors(x) for x in SERIES]
+    for x, (f, f2, _, _) in zip(SERIES, documented, strict=True):
+        found = Autocorrelation.of(x)
+        assert (found.variance_factor, found.degrees_of_freedom_factor) == (pytest.approx(f), pytest.approx(f2))
+    # The series exercise each branch: the window wins, the AR(1) factor wins (and one at its cap), neither does.
+    assert any(nw > ar > 1 for _, _, nw, ar in documented if ar)
+    assert any(ar > max(nw, 1) for _, _, nw, ar in documented if ar)
+    assert any(f == pytest.approx(9.0) for f, _, _, _ in documented)
+    assert any(f == 1.0 and f2 == 1.0 for f, f2, _, _ in documented)
+    assert any(ar is None and f > 1 for f, _, _, ar in documented)
+
+
+@pytest.mark.parametrize("rounds", [5, 10, 30])
+def test_the_standard_error_is_tukey_and_mclaughlins_inflated_by_the_autocorrelation(rounds):
+    """se = s_w / ((1 - 2g) sqrt(n)) sqrt(f), df = (h - 1) / f_2, the mean trimmed: the module docstring."""
+    rng = np.random.default_rng(rounds)
+    d = 0.3 + 0.05 * np.cumsum(rng.normal(size=rounds)) / 3
+    d[1] += 1.0  # a stall, trimmed and winsorized away
+    cut = math.floor(0.2 * rounds)
+    ordered = np.sort(d)
+    winsorized = np.clip(d, ordered[cut], ordered[-cut - 1])
+    f, f2, _, _ = documented_factors(winsorized)
+    found = estimate(np.exp(d).tolist(), [1.0] * rounds)
+    assert found.mean == pytest.approx(ordered[cut : rounds - cut].mean())
+    assert found.standard_error == pytest.approx(winsorized.std(ddof=1) / (0.6 * math.sqrt(rounds)) * math.sqrt(f))
+    assert found.degrees_of_freedom == pytest.approx(max(1.0, (rounds - 2 * cut - 1) / f2))
+    assert found.autocorrelation_factor == pytest.approx(f)
+
+
+def test_an_interval_has_the_confidence_asked_for():
+    reference, optimized = paired_timings(1.2, rounds=30, noise=0.05, seed=3)
+    ninety, ninety_five = speedup(reference, optimized, 0.9), speedup(reference, optimized)
+    assert (ninety.confidence, ninety_five.confidence) == (0.9, 0.95)
+    assert ninety_five.low < ninety.low < ninety.point < ninety.high < ninety_five.high
+    assert speedup([2.0, 2.0], [1.0, 1.0], 0.9).confidence == 0.9
+
+
+def test_block_times_must_be_positive_on_either_side_and_come_as_one_series_of_two_or_more():
+    for reference, optimized in [([1.0, 0.0], [1.0, 1.0]), ([1.0, 1.0], [1.0, -1.0]), ([-1.0, 1.0], [1.0, 1.0])]:
+        with pytest.raises(ValueError, match="block times must be positive"):
+            speedup(reference, optimized)
+    assert speedup([2.0, 2.0], [1.0, 1.0]).point == pytest.approx(2.0)  # two rounds are enough
+    for reference, optimized in [([[1.0, 2.0], [3.0, 4.0]], [[1.0, 2.0], [3.0, 4.0]]), ([1.0], [1.0])]:
+        with pytest.raises(ValueError, match="need at least 2 paired rounds"):
+            speedup(reference, optimized)
+
+
+def test_a_noiseless_pilot_plans_the_fewest_rounds():
+    assert rounds_for_precision([2.0] * 10, [1.0] * 10, half_width=0.03) == 2
