@@ -321,7 +321,8 @@ def end_to_end_text(record: Record | None, techniques: Sequence[str], what: str 
     if not techniques:
         return f"{what}: nothing was marked use, so it is the plain model and there is nothing to measure end to end."
     if record is None or record.speedup is None:
-        failures = "; ".join(record.verdict.failures) if record else "its case did not run"
+        # A record without a speedup and without failures was not timed (e.g. --benchmark-disable), as advice_of says.
+        failures = ("; ".join(record.verdict.failures) or "not timed") if record else "its case did not run"
         return f"{what} end to end ({' + '.join(techniques)}): not measured: {failures}"
     speedup = record.speedup
     agrees = "agrees with its parts (each faster)" if speedup.low > 1 else "does NOT agree with its parts"

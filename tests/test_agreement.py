@@ -6,7 +6,9 @@ import sys
 from pathlib import Path
 
 from optbench.agreement import Agreement, agreement_markdown, independent_ratios
+from optbench.record import read_records
 from tests.records import make_record
+from tests.synthetic import HALF_THE_WORK
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -49,6 +51,34 @@ def test_the_independent_timer_sees_a_known_ratio():
     assert len(ratios) == 3 and 2.0 < statistics.median(ratios) < 4.5
 
 
+QUICK_INDEPENDENT_TIMER = """
+import functools
+
+import optbench.runner
+from optbench.agreement import independent_ratios
+
+pytest_plugins = ["optbench.plugin"]
+# Three pairs of 0.1 s blocks, not the five of 1 s a real case gets: enough to tell 3x from 1x or 1/3x. A conftest,
+# so the fresh process the independent timer runs in is patched too.
+optbench.runner.independent_ratios = functools.partial(independent_ratios, repetitions=3, min_run_time=0.1)
+"""
+
+
+def test_the_suite_and_the_independent_timer_each_read_a_known_ratio_in_an_agree_run(pytester):
+    """`--agree` on a case whose optimized side does a third of the reference's work: the suite's interval and
+    the independent median each read about 3x. A timer that measures one side twice reads 1x and one that
+    inverts the ratio 1/3x, which the catalogue case below cannot tell from compiled ResNet18's 0.93-0.97x."""
+    pytester.makeconftest(QUICK_INDEPENDENT_TIMER)
+    pytester.makepyfile(test_synthetic=HALF_THE_WORK)
+    fast = ("--isolation", "none", "--case-budget", "1", "--block-target", "0.01", "--confirm", "0")
+    result = pytester.runpytest_subprocess("--agree", *fast, "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    (record,) = read_records(pytester.path / ".optbench")
+    agreement = Agreement.from_record(record)
+    assert agreement is not None and len(agreement.independent) == 3
+    assert 2.0 < agreement.suite.point < 4.5 and 2.0 < agreement.median < 4.5, agreement
+
+
 AGREE_COMMAND = [sys.executable, "-m", "optbench", "agree", "-k", "test_compile and default-resnet and not training"]
 GAP_LIMIT = 0.10
 
@@ -65,8 +95,8 @@ def agree_row(output: Path) -> tuple[str, float]:
 def test_agree_command_on_a_catalogue_case(tmp_path):
     """End to end on the catalogue: suite and Timer, each in its own fresh process, agree on compiled against eager
     ResNet18. Not the tiny MLP's autograd cost: at half a millisecond a call, its ratio moved between 1.10x and
-    1.37x inside one process within a minute here, whichever timer read it; a reading below 1.0x also rules out an
-    inverted or an identical-sides (1.0x) measurement.
+    1.37x inside one process within a minute here, whichever timer read it. Near 1x either way, this case cannot
+    tell an inverted or an identical-sides (1.0x) measurement from a true one; the synthetic 3x case above does.
 
     A disagreement must happen twice to fail. On 2026-12-05 (2-core EPYC, AVX512-BF16) 28 fresh independent
     processes here read 0.926x-0.965x, and four `agree` runs agreed within 1.1%; but inside full CI runs one

@@ -11,6 +11,7 @@ from transformers import PreTrainedModel
 
 from fixtures.models import inference_workload
 from optbench.attention import (
+    BLOCK,
     AttentionShape,
     BlockSparse,
     Flex,
@@ -70,10 +71,31 @@ def test_sdpa_shows_its_fused_kernel_and_the_math_fallback_is_not_in_effect():
     assert not fallback.in_effect and fallback.evidence == "ran no fused attention kernel"
 
 
+def block_rows(counts: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
+    """A block mask's (query block x key block) booleans from its per-row block counts and key block indices."""
+    blocks = torch.zeros(len(counts), indices.shape[-1], dtype=torch.bool)
+    for row, (count, keys) in enumerate(zip(counts.tolist(), indices, strict=True)):
+        blocks[row, keys[:count]] = True
+    return blocks
+
+
 def test_a_sliding_window_mask_is_the_same_dense_and_as_blocks():
+    """The dense matrix SDPA reads, and the BLOCK x BLOCK tiles Flex computes: a tile it skips holds no allowed
+    pair, a tile it computes unmasked (a full block) holds only allowed pairs, a partial tile both. A window of
+    two blocks has all three kinds, so neither a block mask of another mask or size nor one that calls every tile
+    partial passes."""
     window = dense_mask(sliding_window(4), 8, CPU)
     assert window.sum(dim=1).tolist() == [1, 2, 3, 4, 4, 4, 4, 4]
     assert torch.equal(dense_mask(causal, 8, CPU), torch.ones(8, 8, dtype=torch.bool).tril())
+    shape = AttentionShape(1, 1, 4 * BLOCK, 32)
+    mask = sliding_window(2 * BLOCK)
+    tiles = dense_mask(mask, shape.seq, CPU).view(4, BLOCK, 4, BLOCK).transpose(1, 2)
+    block_mask = Flex(mask, shape, CPU).block_mask
+    partial = block_rows(block_mask.kv_num_blocks[0, 0], block_mask.kv_indices[0, 0])
+    full = block_rows(block_mask.full_kv_num_blocks[0, 0], block_mask.full_kv_indices[0, 0])
+    touched, whole = tiles.any(dim=(2, 3)), tiles.all(dim=(2, 3))
+    assert torch.equal(full, whole) and torch.equal(partial, touched & ~whole)
+    assert full.any() and partial.any() and not touched.all()  # all three kinds of tile
 
 
 @pytest.mark.parametrize("mask", [causal, sliding_window(64)], ids=["causal", "sliding_window"])

@@ -16,7 +16,7 @@ import pytest
 import torch
 from torch import nn
 
-from optbench import Case, Exact
+from optbench import Case, Exact, internals
 from optbench.accuracy import Accuracy, Check, TrainingOutcome
 from optbench.gate import Floor, GateSettings, judge
 from optbench.in_effect import (
@@ -34,10 +34,14 @@ from optbench.record import read_records
 from optbench.switches import settings, under
 
 ROOT = Path(__file__).resolve().parents[1]
-BF16 = pytest.mark.skipif(
-    not torch.backends.mkldnn.is_available() or not torch.ops.mkldnn._is_mkldnn_bf16_supported(),
-    reason="needs native bf16 on this CPU",
-)
+
+
+def native_bf16() -> bool:
+    """Whether this CPU runs bf16 natively (AVX512-BF16, AMX), read at call time, as the catalogue's own skip is."""
+    return torch.backends.mkldnn.is_available() and internals.runs_natively_on_cpu(torch.bfloat16)
+
+
+BF16 = pytest.mark.skipif(not native_bf16(), reason="needs native bf16 on this CPU")
 
 
 def tiny_cnn() -> nn.Module:
@@ -46,6 +50,15 @@ def tiny_cnn() -> nn.Module:
 
 
 IMAGES = torch.randn(2, 3, 8, 8, generator=torch.Generator().manual_seed(0))
+
+
+def tiny_mlp() -> nn.Sequential:
+    """Two Linear layers and no convolution: bf16 matmuls run on any CPU, natively or emulated."""
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 3))
+
+
+VECTORS = torch.randn(2, 8, generator=torch.Generator().manual_seed(0))
 
 
 def case_of(optimized, reference=lambda: torch.zeros(1), **fields) -> Case:
@@ -94,6 +107,41 @@ def test_autocast_that_does_nothing_is_not_in_effect():
     assert not nothing.in_effect and "ran no matmul/conv at all" in nothing.evidence
 
 
+def test_autocast_around_part_of_the_forward_is_not_in_effect():
+    """Half done is not done: the last layer run outside autocast (its input cast back to fp32) leaves one of the
+    two matmuls in fp32, and a technique that reached only part of the model must not pass as in effect."""
+    model = tiny_mlp()
+
+    def call() -> torch.Tensor:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            hidden = model[:2](VECTORS)
+        return model[2](hidden.float())
+
+    seen = Autocast(torch.bfloat16)(case_of(call))
+    assert seen == InEffect("autocast:bf16", False, "ran 1 of 2 matmul/conv in bfloat16")
+
+
+@pytest.mark.parametrize(
+    ("model_dtype", "output", "in_effect", "evidence"),
+    [
+        (torch.bfloat16, lambda y: y, True, "has 4 of 4 parameters and 1 of 1 outputs in bfloat16"),
+        (torch.bfloat16, lambda y: y.float(), False, "has 4 of 4 parameters and 0 of 1 outputs in bfloat16"),
+        (torch.float32, lambda y: y.bfloat16(), False, "has 0 of 4 parameters and 1 of 1 outputs in bfloat16"),
+        (torch.bfloat16, lambda y: y.argmax(dim=-1), False, "has 4 of 4 parameters and 0 of 0 outputs in bfloat16"),
+    ],
+    ids=["converted", "outputs-cast-back", "only-outputs-cast", "no-floating-output"],
+)
+def test_a_conversion_is_in_effect_only_with_its_parameters_and_some_output_in_the_dtype(
+    model_dtype, output, in_effect, evidence
+):
+    """Each half alone is a conversion that did not happen: a converted model whose output is cast back to fp32
+    shows nothing of bf16's numbers, an fp32 model whose output is cast to bf16 ran in fp32, and a call with no
+    floating output shows no dtype at all."""
+    model = tiny_mlp().to(model_dtype)
+    seen = Converted(torch.bfloat16, model)(case_of(lambda: output(model(VECTORS.to(model_dtype)))))
+    assert seen == InEffect("bf16", in_effect, evidence)
+
+
 @BF16
 def test_a_converted_model_has_its_parameters_and_outputs_in_the_dtype():
     model = tiny_cnn().to(torch.bfloat16)
@@ -114,6 +162,17 @@ def test_channels_last_is_seen_on_every_convolutions_input_and_output():
     assert not ChannelsLast()(case_of(lambda: tiny_cnn()(IMAGES))).in_effect
     with torch.inference_mode():  # where InferenceWorkload.case runs its calls
         assert ChannelsLast()(case_of(lambda: model(inputs))).evidence.startswith("ran 2 of 2 convolutions")
+
+
+def test_a_convolution_that_writes_nchw_is_not_channels_last_whatever_its_input():
+    """One-channel images are channels_last and NCHW at once, so the input alone says nothing; an unconverted
+    model's convolution still writes NCHW activations for every layer after it."""
+    grayscale = nn.Conv2d(1, 4, 3)
+    images = torch.randn(2, 1, 8, 8, generator=torch.Generator().manual_seed(0))
+    seen = ChannelsLast()(case_of(lambda: grayscale(images)))
+    assert seen == InEffect(
+        "channels_last", False, "ran 0 of 1 convolutions on channels_last activations (input and output)"
+    )
 
 
 MODES = {"grad": contextlib.nullcontext, "no_grad": torch.no_grad, "inference_mode": torch.inference_mode}
@@ -179,6 +238,33 @@ def test_zero_grad_is_seen_leaving_gradients_none_or_zero_filled(declared, asked
     assert seen.in_effect == (declared == asked), seen.text()
     assert seen.evidence == f"left {6 if asked else 0} of 6 gradients None"
     assert "zero_grad" not in vars(optimizer)  # the instance's wrapper is gone
+
+
+class HalfCleared(torch.optim.SGD):
+    """set_to_none done by halves: the first parameter group's gradients go to None, the rest are zero-filled."""
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        super().zero_grad(set_to_none=False)
+        if set_to_none:
+            for parameter in self.param_groups[0]["params"]:
+                parameter.grad = None
+
+
+@pytest.mark.parametrize("declared", [True, False])
+def test_zero_grad_done_by_halves_is_in_effect_for_neither_setting(declared):
+    """Some gradients None and some zero-filled is neither setting; and every zero_grad of the call must show the
+    declared one, as a step that clears twice (once each way) may not pass on the one that matches."""
+    model = tiny_cnn()
+    first, *rest = model.parameters()
+    half = HalfCleared([{"params": [first]}, {"params": rest}], lr=0.1)
+    half_step = train_step(model, half, set_to_none=True)
+    half_step()
+    by_halves = GradsCleared(lambda: half, set_to_none=declared)(case_of(half_step))
+    assert not by_halves.in_effect and by_halves.evidence == "left 1 of 6 gradients None"
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    cleared, filled = train_step(model, optimizer, set_to_none=True), train_step(model, optimizer, set_to_none=False)
+    twice = GradsCleared(lambda: optimizer, set_to_none=declared)(case_of(lambda: (cleared(), filled())))
+    assert not twice.in_effect and twice.evidence == f"left {0 if declared else 6} of 6 gradients None"
 
 
 def test_zero_grad_never_called_is_not_in_effect():
@@ -248,25 +334,48 @@ PLANTED = {
     "test_zero_grad.py::test_zero_grad[wide-mlp]": "not in effect: zero_grad(set_to_none=True) left 0 of * None",
     "test_reduced_precision.py::test_reduced_precision[bf16-resnet]": "not in effect: bf16 has 0 of * parameters*",
 }
+NEEDS_BF16 = frozenset(
+    {
+        "test_amp.py::test_amp[bf16-resnet]",
+        "test_training_stack.py::test_training_stack[ln-mlp]",
+        "test_reduced_precision.py::test_reduced_precision[bf16-resnet]",
+    }
+)
+"""The planted cases that skip on a CPU without native bf16 (or, the training stack, leave autocast out there)."""
 
 
-@BF16
+def planted_here() -> dict[str, str]:
+    """The planted cases this CPU runs: the channels_last and set_to_none no-ops are caught on every CPU, so only
+    the bf16 ones are left out where bf16 is not native, never the whole run."""
+    bf16 = native_bf16()
+    return {node: failure for node, failure in PLANTED.items() if bf16 or node not in NEEDS_BF16}
+
+
+def test_a_cpu_without_native_bf16_still_plants_the_no_ops_that_need_no_bf16(monkeypatch):
+    monkeypatch.setattr(internals, "runs_natively_on_cpu", lambda dtype: False)
+    assert set(planted_here()) == set(PLANTED) - NEEDS_BF16 != set()
+    monkeypatch.setattr(internals, "runs_natively_on_cpu", lambda dtype: True)
+    assert planted_here() == PLANTED
+
+
 def test_planted_no_ops_in_real_catalogue_cases_fail_as_not_in_effect_without_history(tmp_path):
-    """All four no-ops planted in one run (each touches only its own technique), against an empty history.
+    """Every no-op this CPU can run planted in one run (each touches only its own technique), against an empty
+    history; without native bf16 the bf16 cases skip, and the channels_last and set_to_none no-ops are still caught.
 
     Untimed (--benchmark-disable): what is observed does not depend on the timing, which on a machine without
     history gates nothing anyway; the harness's own test above shows a timed case failing the same way.
     """
+    planted = planted_here()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), str(ROOT)])}
-    command = [sys.executable, "-m", "pytest", *(f"benchmarks/{node}" for node in PLANTED), "-p", "planted_no_ops"]
+    command = [sys.executable, "-m", "pytest", *(f"benchmarks/{node}" for node in planted), "-p", "planted_no_ops"]
     command += ["--profile", "smoke", "--baselines-dir", str(tmp_path / "empty"), "--results-dir", str(tmp_path)]
     command += ["--update-baselines", "--benchmark-disable", "-p", "no:cacheprovider"]
     result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     output = result.stdout + result.stderr
     assert result.returncode == pytest.ExitCode.TESTS_FAILED, output
     failures = {record.node_id: record.verdict.failures for record in read_records(tmp_path)}
-    for node, failure in PLANTED.items():
+    for node, failure in planted.items():
         assert any(fnmatch(line, failure) for line in failures[f"benchmarks/{node}"]), (node, failures)
-    assert f"{len(PLANTED)} failed" in output
+    assert f"{len(planted)} failed" in output
     # --update-baselines, and still nothing stored: a case not in effect is never anyone's baseline.
     assert not list((tmp_path / "empty").glob("*.json"))

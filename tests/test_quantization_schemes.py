@@ -5,6 +5,7 @@ import pytest
 import torch
 from torch import nn
 
+from optbench.in_effect import InEffect
 from optbench.quantization import SCHEMES, TORCHAO, QuantizedLinears, quantize, quantized, state_bytes, torchao_problem
 from optbench.workload import InferenceWorkload
 
@@ -46,6 +47,17 @@ def test_a_model_left_unquantized_is_not_in_effect():
     model = mlp_workload().model()
     seen = QuantizedLinears(model)(None)
     assert not seen.in_effect and seen.evidence.startswith("0 of 3 Linear layers")
+
+
+def test_a_model_quantized_in_part_is_in_effect_and_says_how_much():
+    """A user may keep the classifier in fp32, the layer most sensitive to rounding: the layers quantized still
+    show torchao acting, and the evidence counts the plain one left out of it."""
+    workload = mlp_workload()
+    model = quantize(workload.model(), SCHEMES["int8-weight-only"])
+    model[4] = workload.model()[4]
+    seen = QuantizedLinears(model)(None)
+    kind = type(model[0].weight).__name__  # Int8Tensor in both torchao releases of tox.ini
+    assert seen == InEffect("torchao quantization", True, f"2 of 3 Linear layers hold torchao weights ({kind})")
 
 
 def test_state_bytes_count_the_quantized_storage():

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import yaml
 
+from optbench.allocator import PACKAGES
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -71,6 +73,13 @@ def test_pull_requests_run_the_readme_test_command():
     readme = (ROOT / "README.md").read_text()
     test_command = next(line for line in readme.splitlines() if line.startswith(".venv/bin/pytest tests"))
     assert test_command in commands(steps)
+
+
+def test_pull_requests_install_the_allocators_the_allocator_tests_need():
+    """Without them benchmarks/test_allocator.py and the --allocator tests skip, and a pull request never runs them."""
+    _, _, steps = load("pull-request.yml")
+    installs = [line for line in commands(steps).splitlines() if "apt-get install" in line and "||" not in line]
+    assert all(any(package in line for line in installs) for package in PACKAGES.values())
 
 
 def test_nightly_locks_the_gpu_clocks_around_the_suite_and_always_unlocks_them():
