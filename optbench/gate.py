@@ -11,6 +11,15 @@ peak-memory ratio and a bound on its slowdown instead of the floor
 (`optbench.memory_payoff`). Accuracy failures, a nondeterministic reference,
 new graph breaks, eager measured as compiled and an optimization not seen in
 effect fail everywhere.
+
+An interval wider than `GateSettings.unstable_half_width` is not a
+measurement: speed is neither passed nor failed on it, the verdict is
+inconclusive ("measurement unstable") and the case measures again in a fresh
+process where it has confirmation runs left. Why a bound at all: a stalled or
+degenerate series once gave `1.665x [0.374, 7.425]` (issue 36) while its
+independent timer read 1.73-1.87x; an interval that wide passes any floor test
+by touching it and sinks any regression test by its variance, so either verdict
+would be about the estimator, not the code.
 """
 
 from __future__ import annotations
@@ -37,6 +46,11 @@ class GateSettings:
     accuracy_drift: float
     gated_cases: int = 1
     pooled_variance: float = 0.0
+    unstable_half_width: float = 0.5
+    """An interval whose relative half-width exceeds this is not a measurement (see the module docstring).
+
+    0.5 is ten times the widest a settled smoke case reads on the 2-core CPUs seen (+-5%); the profiles' targets
+    are +-2-3%."""
 
 
 @dataclass(frozen=True)
@@ -56,6 +70,8 @@ class Verdict:
     """Why the measurement cannot back a pass; fails only with failures."""
     decision: Decision | None = None
     does_not_pay: bool = False
+    unstable: bool = False
+    """No measurement was narrow enough to judge speed on (GateSettings.unstable_half_width)."""
 
     @property
     def status(self) -> str:
@@ -65,7 +81,7 @@ class Verdict:
 
     @property
     def wants_confirmation(self) -> bool:
-        return self.decision is not None and self.decision.outcome != "pass"
+        return self.unstable or (self.decision is not None and self.decision.outcome != "pass")
 
 
 def _accuracy_drift(accuracy: Accuracy, baseline: Baseline | None, drift: float) -> str | None:
@@ -170,17 +186,30 @@ def judge(
     recorded_breaks = baseline.graph_breaks if baseline else None
     if graph_breaks is not None and recorded_breaks is not None and graph_breaks > recorded_breaks:
         verdict.failures.append(f"compile: {graph_breaks} graph breaks, baseline had {recorded_breaks}")
+    stable = [m for m in measurements if m.relative_half_width <= settings.unstable_half_width]
     if memory is not None:
         history = [r.memory_ratio for r in baseline.recordings if r.memory_ratio] if baseline else []
         failures, notes, verdict.does_not_pay = judge_memory(
-            memory.ratio, measurements[-1] if measurements else None, memory.payoff, history, settings.min_effect
+            memory.ratio, stable[-1] if stable else None, memory.payoff, history, settings.min_effect
         )
         verdict.failures += failures
         verdict.notes += notes
     if not measurements:
         verdict.notes.append("timing disabled: accuracy checked, speed not gated")
         return verdict
-    _history(verdict, measurements, baseline, settings)
+    unstable = [m for m in measurements if m not in stable]
+    if unstable:
+        widest = max(unstable, key=lambda m: m.relative_half_width)
+        problem = (
+            f"measurement unstable: interval [{widest.low:.3g}, {widest.high:.3g}] "
+            f"(+-{widest.relative_half_width:.0%}, beyond +-{settings.unstable_half_width:.0%})"
+        )
+        if not stable:
+            verdict.unstable = True
+            verdict.inconclusive.append(f"{problem}: speed neither passed nor failed")
+            return verdict
+        verdict.notes.append(f"{problem}: judged on the {len(stable)} stable measurement(s)")
+    _history(verdict, stable, baseline, settings)
     if memory is None:
-        _floor(verdict, measurements[-1], floor, ceiling, baseline)
+        _floor(verdict, stable[-1], floor, ceiling, baseline)
     return verdict

@@ -399,7 +399,7 @@ class CaseRunner:
     def _note_measurement_quality(self, verdict: Verdict, case: Case, measured: Measured, has_history: bool) -> None:
         target = self.settings.profile.ci_half_width
         speedup, plan, warmup = measured.speedup, measured.plan, measured.warmup
-        if speedup and plan and speedup.relative_half_width > target:
+        if speedup and plan and speedup.relative_half_width > target and not verdict.unstable:
             missed = (
                 f"interval +-{speedup.relative_half_width:.1%} misses its target +-{target:.0%}"
                 f" after {plan.rounds} rounds{' (budget-limited)' if plan.budget_limited else ''}"

@@ -219,3 +219,73 @@ def test_an_untimed_memory_case_is_judged_on_its_memory_alone():
     result = judge([], GOOD, NOWHERE, None, HISTORY, SETTINGS, memory=claim)
     assert result.status == "pass" and result.notes[0].startswith("memory payoff: peak 3.00x")
     assert result.notes[-1] == "timing disabled: accuracy checked, speed not gated"
+
+
+ISSUE_36 = Interval(1.665, 0.374, 7.425)
+"""The interval of issue 36: test_load_model_stack[mixed-precision-resnet], independent timer 1.73-1.87x."""
+
+
+def test_an_interval_beyond_the_unstable_bound_is_neither_pass_nor_fail_and_measures_again():
+    """Below every floor and far from its history, yet no speed verdict: the interval says the measurement broke."""
+    where = Floor(1.9, applies_here=True, where="any CPU")
+    for baseline in (HISTORY, None):
+        result = verdict(ISSUE_36, baseline=baseline, floor=where, ceiling=1.5)
+        assert result.status == "inconclusive" and result.unstable and result.wants_confirmation
+        assert result.inconclusive == [
+            "measurement unstable: interval [0.374, 7.42] (+-212%, beyond +-50%): speed neither passed nor failed"
+        ]
+        assert not result.does_not_pay and result.decision is None
+    # Accuracy still fails on it: only speed is withheld.
+    bad = Accuracy((Check("cosine", 0.95, 0.99, lower_is_better=False),))
+    assert verdict(ISSUE_36, accuracy=bad).status == "fail"
+
+
+def test_the_unstable_bound_is_a_bound_and_a_stable_rerun_is_judged_alone():
+    at_the_bound = Interval(1.0, 0.5, 1.5)  # +-50%
+    assert not verdict(at_the_bound, baseline=None).unstable
+    assert verdict(Interval(1.0, 0.49, 1.5), baseline=None).unstable
+    rerun = judge([ISSUE_36, Interval(1.45, 1.42, 1.48)], GOOD, NOWHERE, None, HISTORY, SETTINGS)
+    assert rerun.status == "fail" and rerun.decision.history == 8 and not rerun.unstable
+    assert (
+        "measurement unstable: interval [0.374, 7.42] (+-212%, beyond +-50%): judged on the 1 stable"
+        in (rerun.notes[0])
+    )
+    assert "+24.0% slower" in rerun.failures[0]  # the stable rerun's 1.45x alone, not pooled with 1.665x
+
+
+def test_an_unstable_measurement_bounds_no_memory_case_s_time():
+    from optbench.gate import MemoryClaim
+    from optbench.memory_payoff import MemoryPayoff
+
+    claim = MemoryClaim(MemoryPayoff(floor=2.0, max_slowdown=1.5), Interval(3.0, 2.9, 3.1))
+    slow_and_unstable = Interval(0.3, 0.05, 0.55)
+    result = judge([slow_and_unstable], GOOD, NOWHERE, None, HISTORY, SETTINGS, memory=claim)
+    assert result.status == "inconclusive" and not result.failures
+    assert not any("time bound" in line for line in result.notes + result.failures)
+
+
+def test_a_burst_of_stalled_rounds_is_judged_unstable_not_fast_or_slow():
+    """Issue 36's cause as far as its numbers show: rounds that stop being one stationary series. Six consecutive
+    rounds in which the optimized side stalls at 8x its time pin the lag-1 autocorrelation at its cap (f = 9);
+    the interval spans 20x and the gate withholds a speed verdict. Four stalled rounds are trimmed and judged."""
+    import numpy as np
+
+    from optbench.stats import speedup
+
+    rng = np.random.default_rng(0)
+    reference = 0.05 * np.exp(rng.normal(0, 0.02, 24))
+    optimized = 0.03 * np.exp(rng.normal(0, 0.02, 24))
+    stalled = optimized.copy()
+    stalled[8:14] *= 8
+    burst = verdict(speedup(reference, stalled), floor=Floor(1.2, applies_here=True, where="any CPU"))
+    assert burst.unstable and burst.status == "inconclusive" and not burst.failures
+    few = optimized.copy()
+    few[8:12] *= 8
+    assert not verdict(speedup(reference, few), baseline=None).unstable
+
+
+def test_two_unstable_measurements_are_told_by_the_widest():
+    first, rerun = Interval(1.2, 0.5, 2.9), ISSUE_36  # +-100%, then +-212%
+    for measurements in ([first, rerun], [rerun, first]):
+        result = judge(measurements, GOOD, NOWHERE, None, HISTORY, SETTINGS)
+        assert result.unstable and result.inconclusive[0].startswith("measurement unstable: interval [0.374, 7.42]")
