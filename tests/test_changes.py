@@ -148,3 +148,60 @@ def test_the_alert_lists_confirmed_changes_then_watch_items_of_the_recent_nights
     watch_only, failing = alert_markdown([faster])
     assert not failing and "Confirmed" not in watch_only and watch_only.count("- ") == 1
     assert alert_markdown([too_old], recent=7) == ("## Change points in the last 7 nights\n\nnone\n", False)
+
+
+def test_the_noise_scale_is_the_mad_of_successive_differences_scaled_to_a_standard_deviation():
+    from optbench.changes import noise_scale
+
+    # Differences 1, 2, 3, 4: median 2.5, absolute deviations 1.5, 0.5, 0.5, 1.5, their median 1.
+    assert noise_scale(np.array([0.0, 1.0, 3.0, 6.0, 10.0])) == pytest.approx(1 / (0.6745 * np.sqrt(2)))
+    assert noise_scale(np.array([0.3])) == 0.0  # one night: no difference to read
+    # On white noise it reads the noise's standard deviation, and a step does not move it.
+    noise = np.random.default_rng(0).normal(0.0, 0.02, 20_000)
+    assert noise_scale(noise) == pytest.approx(0.02, rel=0.03)
+    noise[10_000:] += 0.5
+    assert noise_scale(noise) == pytest.approx(0.02, rel=0.03)
+
+
+def test_a_change_is_confirmed_by_welch_s_test_not_student_s():
+    """Before the change a quiet case, after it a noisy one of a different length: the p-value and the size's
+    interval are Welch's, computed here from its formula (unequal variances, Welch-Satterthwaite degrees)."""
+    from scipy import stats
+
+    rng = np.random.default_rng(3)
+    speedups = np.concatenate([np.exp(rng.normal(0.0, 0.005, 15)), np.exp(rng.normal(-0.08, 0.06, 6))])
+    nights = [replace(REAL[QUIET[0]][0], run=f"night-{i:02d}", speedup=float(s)) for i, s in enumerate(speedups)]
+    changes = case_changes("c", nights)
+    (change,) = [c for c in changes if c.index == 15]
+    before, after = np.log(speedups[:15]), np.log(speedups[15:])
+    va, vb = after.var(ddof=1) / after.size, before.var(ddof=1) / before.size
+    df = (va + vb) ** 2 / (va**2 / (after.size - 1) + vb**2 / (before.size - 1))
+    t = (after.mean() - before.mean()) / np.sqrt(va + vb)
+    assert change.p_value == pytest.approx(2 * stats.t.sf(abs(t), df), rel=1e-6)
+    margin = stats.t.ppf(0.975, df) * np.sqrt(va + vb)
+    difference = after.mean() - before.mean()
+    assert (change.low, change.high) == pytest.approx((np.expm1(difference - margin), np.expm1(difference + margin)))
+    assert (change.nights_before, change.nights_after, change.nights_since) == (15, 6, 6)
+    assert change.case == "c" and change.before.run == "night-14" and change.after.run == "night-15"
+
+
+def test_a_series_shorter_than_two_minimum_segments_has_no_change_and_one_of_that_length_can():
+    from optbench.changes import MIN_NIGHTS
+
+    step = [1.0] * MIN_NIGHTS + [0.5] * MIN_NIGHTS
+    nights = [replace(REAL[QUIET[0]][0], run=f"n{i}", speedup=s * (1 + 0.001 * (i % 2))) for i, s in enumerate(step)]
+    (change,) = case_changes("c", nights)
+    assert change.index == MIN_NIGHTS and change.size == pytest.approx(-0.5, abs=0.01)
+    assert change.nights_before == MIN_NIGHTS  # the first segment's window starts at the first night
+    assert case_changes("c", nights[1:]) == []
+
+
+def test_a_series_whose_differences_are_mostly_zero_still_has_a_penalty():
+    """Repeated speedups (a cached run, a coarse timer): the MAD of the differences is 0, so the noise scale
+    falls back to the series' spread; a penalty of 0 would make every night a change point."""
+    step = [1.0] * 8 + [0.8] * 8
+    nights = [
+        replace(REAL[QUIET[0]][0], run=f"n{i}", speedup=s * (1.01 if i in (3, 12) else 1.0)) for i, s in enumerate(step)
+    ]
+    (change,) = case_changes("c", nights)
+    assert change.index == 8 and change.confirmed and change.size == pytest.approx(-0.2)
