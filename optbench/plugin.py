@@ -824,6 +824,12 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "trainings(*names): the built-in training workloads a test runs on; the user's setup under --train"
     )
+    config.addinivalue_line(
+        "markers",
+        "timed: reads a measured speed or the machine's load, so it must not share the CPU with another test (every "
+        "case is one), or must run in a process of known history. `-m 'not timed'` selects what may run under "
+        "pytest-xdist",
+    )
     session = OptbenchSession(config)  # first: a --model that cannot run stops the run before any folder is made
     if not hasattr(config, "workerinput"):  # an xdist worker writes where its controller said
         check_outputs(config)
@@ -863,7 +869,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 @pytest.hookimpl(tryfirst=True)  # before -k/-m deselection, so stale entries are told from deselected cases
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if is_case(item):
+            item.add_marker("timed")
     session = config.stash[_SESSION]
     if own := session.own_fixtures:  # only the techniques that take the user's model or setup run
         runs_on_own = [bool(own & set(getattr(item, "fixturenames", ()))) for item in items]

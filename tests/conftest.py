@@ -1,1 +1,23 @@
+import os
+
+import pytest
+import torch
+
 pytest_plugins = ["pytester"]
+
+MACHINE_THREADS = torch.get_num_threads()
+"""Read before the optbench plugin configures this process: under xdist it gives each worker a share."""
+
+
+@pytest.fixture(autouse=True)
+def _a_test_runs_as_in_a_plain_pytest_run(monkeypatch):
+    """Under `pytest -n`, xdist marks its workers by environment variables and the optbench plugin gives each
+    worker a share of the threads. A pytest run or a case process that a test starts would inherit the variables
+    and take itself for a worker (untimed, its threads shared), and an environment key a test computes here would
+    name the share. The tests that run under xdist on purpose start their own workers."""
+    for variable in [name for name in os.environ if name.startswith("PYTEST_XDIST")]:
+        monkeypatch.delenv(variable)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(MACHINE_THREADS)
+    yield
+    torch.set_num_threads(threads)

@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from optbench.agreement import Agreement, agreement_markdown, independent_ratios
 from optbench.record import read_records
 from tests.records import make_record
@@ -42,6 +44,7 @@ def test_untimed_records_are_left_out():
     assert Agreement.from_record(make_record(independent_ratios=None)) is None
 
 
+@pytest.mark.timed
 def test_the_independent_timer_sees_a_known_ratio():
     def work(n):
         return lambda: sum(range(n))
@@ -64,6 +67,7 @@ optbench.runner.independent_ratios = functools.partial(independent_ratios, repet
 """
 
 
+@pytest.mark.timed
 def test_the_suite_and_the_independent_timer_each_read_a_known_ratio_in_an_agree_run(pytester):
     """`--agree` on a case whose optimized side does a third of the reference's work: the suite's interval and
     the independent median each read about 3x. A timer that measures one side twice reads 1x and one that
@@ -92,6 +96,7 @@ def agree_row(output: Path) -> tuple[str, float]:
     return row, float(row.split("|")[4].strip().rstrip("%")) / 100
 
 
+@pytest.mark.timed
 def test_agree_command_on_a_catalogue_case(tmp_path):
     """End to end on the catalogue: suite and Timer, each in its own fresh process, agree on compiled against eager
     ResNet18. Not the tiny MLP's autograd cost: at half a millisecond a call, its ratio moved between 1.10x and

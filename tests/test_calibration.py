@@ -11,6 +11,7 @@ from optbench import calibration
 from optbench.calibration import RunResult, calibrate, calibration_markdown
 
 
+@pytest.mark.timed
 def test_history_then_shuffled_levels_in_fresh_processes(tmp_path):
     """The real thing, once per level: the rates it measures are counted in the test below, over many runs."""
     project = tmp_path / "project"

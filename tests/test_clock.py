@@ -1,5 +1,7 @@
 """The reference is timed under the interpreter conditions pytest-benchmark gives the optimized calls."""
 
+import pytest
+
 from optbench.record import read_records
 
 CONFTEST = 'pytest_plugins = ["optbench.plugin"]\n'
@@ -38,6 +40,7 @@ def test_same_work(optbench, install, hook):
 """
 
 
+@pytest.mark.timed
 def test_a_tracer_or_profile_hook_slows_neither_side_of_a_case(pytester):
     pytester.makeconftest(CONFTEST)
     pytester.makepyfile(test_instrumented=SAME_WORK_INSTRUMENTED)

@@ -45,6 +45,7 @@ def test_a_process_outside_the_case_is_others_use():
     assert contention.note is not None and "other processes used" in contention.note
 
 
+@pytest.mark.timed
 def test_the_cases_own_children_live_and_finished_are_its_own_use():
     live = subprocess.Popen([sys.executable, "-c", BUSY_LOOP, "5"])
     try:
@@ -99,6 +100,7 @@ def test_the_hypervisors_steal_over_the_window_is_noted_from_a_quarter_of_a_cpu(
     assert contention.note == (told if noted else None)
 
 
+@pytest.mark.timed
 def test_a_busy_machine_is_noted_in_the_record_and_the_cases_own_child_is_not(pytester):
     pytester.makeconftest('pytest_plugins = ["optbench.plugin"]\n')
     pytester.makepyfile(

@@ -34,6 +34,7 @@ def test_one_wide_session_does_not_hide_the_others_drift():
     assert drift.tau > 0.04
 
 
+@pytest.mark.timed
 def test_drift_command_times_each_case_in_sessions_in_its_own_process(pytester, monkeypatch):
     pytester.makeconftest('pytest_plugins = ["optbench.plugin"]\n')
     pytester.makepyfile(test_synthetic=HALF_THE_WORK)

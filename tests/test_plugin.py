@@ -51,6 +51,7 @@ def write_baseline(pytester, speedup, content=None, recordings=10):
     return path
 
 
+@pytest.mark.timed
 def test_passes_against_a_matching_baseline_and_records_everything(project):
     write_baseline(project, 3.0)
     result = project.runpytest_subprocess("--benchmark-json=run.json", *FAST)
@@ -78,6 +79,7 @@ def test_passes_against_a_matching_baseline_and_records_everything(project):
     assert [json.loads(line)["case"] for line in recorded_lines] == [CASE_ID]
 
 
+@pytest.mark.timed
 def test_fails_readably_against_a_history_3x_faster_after_confirming_in_fresh_processes(project):
     write_baseline(project, 9.0)
     result = project.runpytest_subprocess("--confirm", "1", *FAST)
@@ -92,6 +94,7 @@ def test_fails_readably_against_a_history_3x_faster_after_confirming_in_fresh_pr
     assert any("1 confirmation run(s) in fresh processes" in note for note in record["verdict"]["notes"])
 
 
+@pytest.mark.timed
 def test_a_machine_without_history_is_green_on_unchanged_code(project):
     result = project.runpytest_subprocess("--baselines-dir", str(project.path / "empty"), *FAST)
     result.assert_outcomes(passed=1, skipped=1)
@@ -100,6 +103,7 @@ def test_a_machine_without_history_is_green_on_unchanged_code(project):
     )
 
 
+@pytest.mark.timed
 def test_update_baselines_records_then_gates_the_next_run(project):
     result = project.runpytest_subprocess("--update-baselines", *FAST)
     result.assert_outcomes(passed=1, skipped=1)
@@ -115,6 +119,7 @@ def test_update_baselines_records_then_gates_the_next_run(project):
     gated.stdout.fnmatch_lines(["test_half_the_work *x [[]*] *?.??x [-+]*% *ok *"])
 
 
+@pytest.mark.timed
 def test_an_interval_that_misses_its_target_is_inconclusive_not_pass(project):
     result = project.runpytest_subprocess("--ci-target", "0.0001", *FAST)
     result.assert_outcomes(passed=1, skipped=1)
@@ -186,6 +191,7 @@ def test_gpu_per_worker_needs_xdist(project):
     result.stderr.fnmatch_lines(["*--gpu-per-worker needs pytest-xdist workers*"])
 
 
+@pytest.mark.timed
 def test_compare_with_a_saved_run_reports_significance(project):
     project.runpytest_subprocess("--benchmark-autosave", *FAST).assert_outcomes(passed=1, skipped=1)
     result = project.runpytest_subprocess("--benchmark-compare", *FAST)
@@ -210,6 +216,7 @@ def test_baseline_entries_of_vanished_cases_are_a_one_line_warning(project):
     result.stdout.fnmatch_lines([f"*{path}: 1 entries name no collected case (e.g. *test_renamed_away)*"])
 
 
+@pytest.mark.timed
 def test_a_cold_cache_case_is_timed_in_single_calls_after_a_flush(project):
     project.makepyfile(
         test_cold="""
