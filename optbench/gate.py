@@ -186,7 +186,8 @@ def judge(
     recorded_breaks = baseline.graph_breaks if baseline else None
     if graph_breaks is not None and recorded_breaks is not None and graph_breaks > recorded_breaks:
         verdict.failures.append(f"compile: {graph_breaks} graph breaks, baseline had {recorded_breaks}")
-    stable = [m for m in measurements if m.relative_half_width <= settings.unstable_half_width]
+    unstable = [m for m in measurements if m.relative_half_width > settings.unstable_half_width]
+    stable = [m for m in measurements if m not in unstable]
     if memory is not None:
         history = [r.memory_ratio for r in baseline.recordings if r.memory_ratio] if baseline else []
         failures, notes, verdict.does_not_pay = judge_memory(
@@ -197,7 +198,6 @@ def judge(
     if not measurements:
         verdict.notes.append("timing disabled: accuracy checked, speed not gated")
         return verdict
-    unstable = [m for m in measurements if m not in stable]
     if unstable:
         widest = max(unstable, key=lambda m: m.relative_half_width)
         problem = (

@@ -868,8 +868,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             metafunc.parametrize(fixture, [own.name] if own else list(marker.args), indirect=True)
 
 
-@pytest.hookimpl(tryfirst=True)  # before -k/-m deselection, so stale entries are told from deselected cases
-@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
+# tryfirst: before -k/-m deselection, so stale entries are told from deselected cases and `-m timed` sees the marker
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if is_case(item):

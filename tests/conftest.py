@@ -15,9 +15,12 @@ def _a_test_runs_as_in_a_plain_pytest_run(monkeypatch):
     worker a share of the threads. A pytest run or a case process that a test starts would inherit the variables
     and take itself for a worker (untimed, its threads shared), and an environment key a test computes here would
     name the share. The tests that run under xdist on purpose start their own workers."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        yield
+        return
     for variable in [name for name in os.environ if name.startswith("PYTEST_XDIST")]:
         monkeypatch.delenv(variable)
-    threads = torch.get_num_threads()
+    share = torch.get_num_threads()
     torch.set_num_threads(MACHINE_THREADS)
     yield
-    torch.set_num_threads(threads)
+    torch.set_num_threads(share)
