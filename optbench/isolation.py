@@ -93,13 +93,16 @@ class Finished:
 
 
 def preloaded_modules(plugins: Iterable[object]) -> list[str]:
-    """The modules a zygote imports: torch and every plugin module this run registered (fixtures, optbench)."""
+    """The modules a zygote imports: torch, every plugin module this run registered (fixtures, optbench), and
+    what those modules name in `ZYGOTE_PRELOAD`: libraries their cases import when they build a model, which a
+    plugin leaves out of its own import so that pytest processes with no case to run do not pay for them."""
     names = ["torch"]
     for plugin in plugins:
         name = getattr(plugin, "__name__", "") if isinstance(plugin, types.ModuleType) else ""
         # A conftest is imported by path, with pytest's own import mode: the child imports it itself.
         if name and name != "__main__" and not name.startswith("_pytest") and "conftest" not in name:
             names.append(name)
+            names.extend(getattr(plugin, "ZYGOTE_PRELOAD", ()))
     return list(dict.fromkeys(names))
 
 

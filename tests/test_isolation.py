@@ -157,11 +157,13 @@ def test_crashes(optbench):
     assert record.verdict.status == "fail" and "exited with code 7" in record.verdict.failures[0]
 
 
-def test_the_zygote_preloads_the_runs_plugin_modules_but_no_conftest():
+def test_the_zygote_preloads_the_runs_plugin_modules_and_what_they_name_but_no_conftest():
     import types
 
     plugins = [types.ModuleType(name) for name in ("optbench.plugin", "conftest", "_pytest.main", "fixtures.models")]
-    assert preloaded_modules([*plugins, object()]) == ["torch", "optbench.plugin", "fixtures.models"]
+    plugins[1].ZYGOTE_PRELOAD = ("a_conftest_is_not_read",)
+    plugins[3].ZYGOTE_PRELOAD = ("transformers", "torch")
+    assert preloaded_modules([*plugins, object()]) == ["torch", "optbench.plugin", "fixtures.models", "transformers"]
 
 
 def test_an_outcome_reads_a_skip_reason_and_a_failure_text():

@@ -96,7 +96,9 @@ def test_fails_readably_against_a_history_3x_faster_after_confirming_in_fresh_pr
 
 @pytest.mark.timed
 def test_a_machine_without_history_is_green_on_unchanged_code(project):
-    result = project.runpytest_subprocess("--baselines-dir", str(project.path / "empty"), *FAST)
+    # A loose precision target: a noisy minute's interval missing the smoke target of +-3% makes the verdict
+    # inconclusive (test_an_interval_that_misses_its_target_is_inconclusive_not_pass), which is not this test's subject.
+    result = project.runpytest_subprocess("--baselines-dir", str(project.path / "empty"), "--ci-target", "0.1", *FAST)
     result.assert_outcomes(passed=1, skipped=1)
     result.stdout.fnmatch_lines(
         ["test_half_the_work *new *ok *pass 1", "1. no history on this machine*(test_half_the_work)"]
