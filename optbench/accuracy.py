@@ -2,6 +2,18 @@
 
 Each comparator returns an `Accuracy`: a list of checks, the first being the
 headline figure that is reported, stored in baselines and watched for drift.
+
+Every figure is invariant to the scale of the outputs: multiplying both sides
+(and the fp64 truth) by any c > 0 changes no verdict. A model of the user's,
+built with random weights, may give outputs of 1e-10 or 1e6; an absolute
+tolerance of 1e-3 passes any answer at the first, and torch's
+`cosine_similarity`, which clamps each norm to at least eps = 1e-8, read
+0.029 for two bitwise-equal outputs of about 5e-10 (issue 33). So cosines
+and RMS are computed on values divided by their largest magnitude, with no
+epsilon, and every absolute tolerance is taken relative to the reference's
+RMS. Zero has a defined answer, never a silent 0 or pass: an all-zero output
+equals an all-zero one (relative error 0, cosine 1), and nothing else is
+close to zero (relative error inf, cosine 0).
 """
 
 from __future__ import annotations
@@ -110,17 +122,45 @@ def _max_abs_diff(reference: Any, optimized: Any) -> float:
     )
 
 
+def relative(value: float, scale: float) -> float:
+    """`value` in units of `scale`; against a scale of zero, 0 stays 0 and anything else is inf (module docstring)."""
+    if scale:
+        return value / scale
+    return 0.0 if value == 0 else math.inf
+
+
+def _largest(values: torch.Tensor) -> float:
+    return float(values.abs().max()) if values.numel() else 0.0
+
+
+def _rms(values: torch.Tensor) -> float:
+    """Root mean square, computed on the values divided by the largest: their squares neither underflow nor overflow
+    fp64 at any scale."""
+    largest = _largest(values)
+    if largest == 0 or not math.isfinite(largest):
+        return largest
+    return largest * float(torch.sqrt(torch.mean((values / largest) ** 2)))
+
+
 def rmse(output: Any, target: Any) -> float:
     pairs = _paired(target, output)
-    diff = _flat64([o for _, o in pairs]) - _flat64([t for t, _ in pairs])
-    return float(torch.sqrt(torch.mean(diff * diff)))
+    return _rms(_flat64([o for _, o in pairs]) - _flat64([t for t, _ in pairs]))
+
+
+def _direction(values: torch.Tensor) -> torch.Tensor:
+    """`values` scaled to unit length, by way of the largest magnitude (no epsilon, no underflow)."""
+    scaled = values / _largest(values)
+    return scaled / torch.linalg.vector_norm(scaled)
 
 
 def cosine_similarity(reference: Any, optimized: Any) -> float:
+    """Cosine between all the outputs of each side, flattened; 1 for two all-zero outputs, 0 for one of them."""
     pairs = _paired(reference, optimized)
-    return float(
-        torch.nn.functional.cosine_similarity(_flat64([r for r, _ in pairs]), _flat64([o for _, o in pairs]), dim=0)
-    )
+    ref, opt = _flat64([r for r, _ in pairs]), _flat64([o for _, o in pairs])
+    ref_zero, opt_zero = _largest(ref) == 0, _largest(opt) == 0
+    if ref_zero or opt_zero:
+        return 1.0 if ref_zero and opt_zero else 0.0
+    return float(torch.clamp(_direction(ref) @ _direction(opt), -1.0, 1.0))
 
 
 def top1_agreement(reference: Any, optimized: Any) -> float:
@@ -163,7 +203,9 @@ class Close:
 
     Passes when allclose(rtol, atol); otherwise, given an fp64 reference, when
     the optimized output's RMSE against it is within `multiplier` times the
-    reference's own RMSE (plus atol/10).
+    reference's own RMSE (plus atol/10). `atol` is in units of the reference
+    output's RMS, not absolute (module docstring): `allclose_excess` is the
+    largest `|optimized - reference| - rtol |reference|` divided by that RMS.
     """
 
     rtol: float = 1e-4
@@ -175,11 +217,12 @@ class Close:
         worst = max(
             float(((o.to(r.device).double() - r.double()).abs() - self.rtol * r.double().abs()).max()) for r, o in pairs
         )
-        allclose = Check("allclose_excess", worst, self.atol, lower_is_better=True)
+        scale = _rms(_flat64([r for r, _ in pairs]))
+        allclose = Check("allclose_excess", relative(worst, scale), self.atol, lower_is_better=True)
         if allclose.passed or fp64 is None:
             return Accuracy((allclose,))
         ref_error = rmse(reference, fp64)
-        limit = self.multiplier * ref_error + self.atol / 10
+        limit = self.multiplier * ref_error + self.atol / 10 * scale
         return Accuracy((Check("rmse_vs_fp64", rmse(optimized, fp64), limit, lower_is_better=True),))
 
 
@@ -190,8 +233,7 @@ no worse than fp16's calibrated 0.004-0.006 (see ReducedPrecision), with the sam
 
 def relative_rmse(output: Any, target: Any) -> float:
     """RMSE of `output` against `target`, relative to the RMS of `target`."""
-    scale = float(torch.sqrt(torch.mean(_flat64(tensors(target)) ** 2)))
-    return rmse(output, target) / scale if scale else math.inf
+    return relative(rmse(output, target), _rms(_flat64(tensors(target))))
 
 
 class FormatRounding(TorchFunctionMode):
@@ -306,8 +348,7 @@ class TrainingOutcome:
 def loss_path_deviation(optimized: TrainingOutcome, reference: TrainingOutcome) -> float:
     """The largest gap between two loss trajectories, relative to the reference's mean loss."""
     gap = float((optimized.losses.double() - reference.losses.double()).abs().max())
-    scale = float(reference.losses.double().abs().mean())
-    return gap / scale if scale else math.inf
+    return relative(gap, float(reference.losses.double().abs().mean()))
 
 
 def parameter_deviation(optimized: TrainingOutcome, reference: TrainingOutcome) -> float:
@@ -316,8 +357,7 @@ def parameter_deviation(optimized: TrainingOutcome, reference: TrainingOutcome) 
         float((o.double() - r.double()).abs().max())
         for o, r in zip(optimized.parameters, reference.parameters, strict=True)
     )
-    scale = max(float(r.double().abs().max()) for r in reference.parameters)
-    return gap / scale if scale else math.inf
+    return relative(gap, max(float(r.double().abs().max()) for r in reference.parameters))
 
 
 Deviation = Callable[[TrainingOutcome, TrainingOutcome], float]
@@ -450,5 +490,4 @@ def common_prefix_lengths(reference: torch.Tensor, optimized: torch.Tensor) -> t
 
 
 def _relative_max_diff(reference: torch.Tensor, optimized: torch.Tensor) -> float:
-    scale = float(reference.detach().double().abs().max())
-    return _max_abs_diff(reference, optimized) / scale if scale else math.inf
+    return relative(_max_abs_diff(reference, optimized), _largest(reference.detach().double()))

@@ -5,6 +5,7 @@ import torch
 
 pytest_plugins = ["pytester"]
 
+
 @pytest.fixture(autouse=True)
 def _pytest_runs_a_test_starts_leave_hypothesis_out(monkeypatch):
     """Hypothesis's pytest plugin imports hypothesis at every session's end (1.9 s); the pytest runs the tests

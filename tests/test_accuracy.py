@@ -143,28 +143,30 @@ def test_exact_reports_the_largest_difference_and_a_dtype_change_as_at_least_one
     assert Exact()((x, torch.ones(0)), (x.clone(), torch.ones(0))).headline.value == 0.0
 
 
-def test_close_holds_the_excess_over_the_relative_tolerance_to_the_absolute_one():
+def test_close_holds_the_excess_over_the_relative_tolerance_to_atol_times_the_references_rms():
     reference = torch.full((4,), 100.0)
-    # rtol 1e-4 of 100 is 0.01; 0.01 + 5e-5 exceeds it by 5e-5, within atol 1e-4; 0.0102 exceeds it by 2e-4.
-    within = Close()(reference, reference + 0.01005)
+    # rtol 1e-4 of 100 is 0.01, and atol 1e-4 of the RMS 100 is 0.01 more: 0.015 exceeds rtol by 0.005, 5e-5 of
+    # the RMS; 0.0202 exceeds it by 1.02e-4 of the RMS.
+    within = Close()(reference, reference + 0.015)
     assert within.passed and within.headline.metric == "allclose_excess"
-    assert within.headline.value == pytest.approx(5e-5, rel=0.1)
-    assert not Close()(reference, reference - 0.0102).passed
-    # An error on an element near zero is not excused by the tolerance of a large one.
+    assert within.headline.value == pytest.approx(5e-5, rel=0.01)
+    assert not Close()(reference, reference - 0.0202).passed
+    # An element near zero is held to atol of the output's RMS (70.7 here), not excused by the rtol of a large one.
     mixed = torch.tensor([100.0, 0.0])
-    assert not Close()(mixed, mixed + torch.tensor([0.0, 0.005])).passed
+    assert Close()(mixed, mixed + torch.tensor([0.0, 0.007])).passed
+    assert not Close()(mixed, mixed + torch.tensor([0.0, 0.0071])).passed
 
 
 def test_close_against_fp64_allows_twice_the_references_own_error_plus_a_tenth_of_atol():
     truth = torch.zeros(100, dtype=torch.float64)
-    reference = torch.full((100,), 0.01, dtype=torch.float64)  # RMSE 0.01 against the truth
+    reference = torch.full((100,), 0.01, dtype=torch.float64)  # RMSE 0.01 against the truth, RMS 0.01
     comparator = Close(rtol=0, atol=1e-3)
-    limit = 2 * 0.01 + 1e-4
-    result = comparator(reference, torch.full((100,), 0.0201, dtype=torch.float64), truth)
+    limit = 2 * 0.01 + 1e-4 * 0.01
+    result = comparator(reference, torch.full((100,), 0.02, dtype=torch.float64), truth)
     assert result.headline.metric == "rmse_vs_fp64"
-    assert result.headline.limit == pytest.approx(limit) and result.headline.value == pytest.approx(0.0201)
+    assert result.headline.limit == pytest.approx(limit) and result.headline.value == pytest.approx(0.02)
     assert result.passed
-    assert not comparator(reference, torch.full((100,), -0.0202, dtype=torch.float64), truth).passed
+    assert not comparator(reference, torch.full((100,), -0.0201, dtype=torch.float64), truth).passed
 
 
 def test_reduced_precision_without_fp64_or_top1_checks_only_the_cosine():
@@ -204,10 +206,11 @@ def test_reduced_precision_holds_the_output_to_a_multiple_of_the_formats_own_err
     assert ReducedPrecision()(truth.float(), formatted.float() * 1.01, truth).passed
 
 
-def test_relative_rmse_is_relative_to_the_targets_scale_and_infinite_against_zero():
+def test_relative_rmse_is_relative_to_the_targets_scale_and_against_zero_zero_or_infinite():
     target = torch.full((10,), 4.0, dtype=torch.float64)
     assert relative_rmse(target + 1.0, target) == pytest.approx(0.25)
-    assert relative_rmse(target, torch.zeros(10, dtype=torch.float64)) == math.inf
+    zeros = torch.zeros(10, dtype=torch.float64)
+    assert relative_rmse(target, zeros) == math.inf and relative_rmse(zeros, zeros) == 0.0
 
 
 def test_top1_agreement_is_the_share_of_rows_whose_argmax_agrees():
@@ -267,7 +270,14 @@ def test_token_agreement_judges_the_prefill_logits_by_size_and_direction():
     assert checks["prefill_logit_cosine"].passed
     scaled = TokenAgreement(max_logit_diff=1.0)(outputs(tokens, logits), outputs(tokens, logits * 1.5))
     assert scaled.checks[2].metric == "prefill_logit_cosine" and scaled.checks[2].value == pytest.approx(1.0)
-    assert TokenAgreement()(outputs(tokens, torch.zeros(2, 3, 4)), outputs(tokens, torch.zeros(2, 3, 4))).failures
+    # All-zero logits equal all-zero ones; against any others they are off by the whole of them.
+    zeros = outputs(tokens, torch.zeros(2, 3, 4))
+    assert TokenAgreement()(zeros, outputs(tokens, torch.zeros(2, 3, 4))).passed
+    assert [c.metric for c in TokenAgreement()(zeros, outputs(tokens, logits)).failures] == [
+        "prefill_logit_rel_diff",
+        "prefill_logit_cosine",
+        "agreed_logit_rel_diff",
+    ]
 
 
 def test_leaves_hold_floating_leaves_to_the_comparator_integers_to_equality_and_logits_to_top1():
@@ -291,7 +301,7 @@ def test_leaves_report_top1_once_over_the_worst_logits_and_skip_what_is_not_logi
     loose = Close(atol=10)
     worst = Leaves(loose)((logits, logits), (logits, half))
     assert [(c.metric, c.value) for c in worst.checks] == [
-        ("allclose_excess", pytest.approx(1.0)),
+        ("allclose_excess", pytest.approx(2.0)),  # 1.0 off, in units of the references' RMS, 0.5
         ("top1_agreement", 0.5),
     ]
     assert not worst.passed
