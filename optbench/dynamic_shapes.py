@@ -23,6 +23,18 @@ stream, and fails a side that compiled more often than its policy declares
 (`ShapePolicy.declared_compiles`); the first pass's time, compiles included,
 is reported beside the steady-state speedup, which times the whole stream.
 
+A model's own graph may specialise too: a symbolic graph is compiled for a
+range of sizes, and a size outside it compiles again, under every policy that
+keeps the dimension symbolic. On mobilenet_v3_small (random weights, batch
+stream 4-16) the symbolic graph held `2 <= batch.size()[0] <= 15`, so size 16
+compiled once more on the default, dynamic=True and mark_dynamic sides alike
+(issue 33: it failed them as 3 > 2 and 2 > 1). So a compile is counted
+against the policy unless a cached graph rejected the size by a range guard
+alone (`torch._dynamo.utils.guard_failures`): that compile is the model's,
+noted in the case's details with the guard, not the policy's. A guard on an
+exact size (a dict keyed by length) or a static size mismatch still counts,
+which is the regression the count is there to catch.
+
 Each side compiles a function of its own name: dynamo keeps compiled code per
 code object, and what automatic dynamic learnt (which dimensions changed) per
 function name and place, so two sides compiling the same module's forward
@@ -32,6 +44,7 @@ would share both, the second starting symbolic because the first saw sizes chang
 from __future__ import annotations
 
 import itertools
+import re
 import time
 import types
 from collections.abc import Callable
@@ -55,6 +68,8 @@ STREAM_FRACTIONS = (0.625, 0.375, 1.0, 0.28, 0.8, 0.52, 0.45, 0.75)
 specialises on), as many as dynamo's recompile limit (8 per function) lets through if each is compiled."""
 
 POLICIES = ("automatic", "dynamic", "mark_dynamic", "buckets")
+_RANGE_GUARD = re.compile(r"(?:-?\d+ <= )?\S+ <= -?\d+|-?\d+ <= \S+")
+"""A guard on the range of a symbolic size, as dynamo words it: `2 <= batch.size()[0] <= 15`."""
 _FUNCTIONS = itertools.count()
 
 
@@ -93,6 +108,14 @@ def batch_stream(batch: Batch, least: int = 16) -> SizeStream:
     """A stream over the batch dimension of a user's inputs, up to their batch size or `least`, the larger."""
     varying = _varying(batch, 0)
     return SizeStream.up_to(0, max(least, varying[0].shape[0] if varying else least))
+
+
+def range_guard_only(failure: str) -> bool:
+    """Whether a guard failure, `"<compile id>: <guard>  # <source, which may hold anything>"`, rejected the call
+    by the range of a symbolic size alone. Dynamo names the first guard that failed (all of them, joined by "; ",
+    only with verbose recompile logging; then those before the first source are read)."""
+    guards = failure.partition(": ")[2].split("  #", 1)[0].split("; ")
+    return all(_RANGE_GUARD.fullmatch(guard.strip()) for guard in guards)
 
 
 def _varying(batch: Batch, dim: int) -> list[torch.Tensor]:
@@ -178,6 +201,8 @@ class CompiledStream:
         self.compiled = torch.compile(_own_function(model, side), **policy.compile_options())
         self.compiled_at: list[int] | None = None
         """The input sizes (padded, where the policy pads) at which the first pass compiled graphs."""
+        self.specialized_at: dict[int, str] = {}
+        """Of those, the sizes that a symbolic graph rejected by its range alone (module docstring), with the guard."""
         self.first_pass_s: float | None = None
 
     def __call__(self) -> list[Any]:
@@ -194,6 +219,9 @@ class CompiledStream:
                 outputs.append(self._trimmed(size, self.compiled(cut)))
             if activity.compiled:
                 compiled_at.append(self.policy.padded(size))
+                ranges = [failure for failure in activity.guard_failures if range_guard_only(failure)]
+                if ranges:
+                    self.specialized_at[self.policy.padded(size)] = ranges[0].split("  #", 1)[0]
         self.first_pass_s = time.perf_counter() - start
         self.compiled_at = compiled_at
         return outputs
@@ -214,10 +242,12 @@ class CompiledStream:
         )
 
     def compiles_check(self, side: str) -> Callable[[Observed], Check]:
-        """An extra check: this side compiled at no more sizes than its policy declares."""
+        """An extra check: this side compiled at no more sizes than its policy declares, the model's own
+        specialisations left out (module docstring)."""
 
         def check(_: Observed) -> Check:
-            compiles = len(self.compiled_at) if self.compiled_at is not None else float("nan")
+            compiled_at = self.compiled_at
+            compiles = len(compiled_at) - len(self.specialized_at) if compiled_at is not None else float("nan")
             limit = self.policy.declared_compiles(self.stream)
             return Check(f"{side}_compiles", compiles, limit, lower_is_better=True)
 
@@ -252,6 +282,7 @@ def dynamic_shapes(workload: InferenceWorkload, stream: SizeStream, policy: Shap
         return {
             "stream_sizes": list(stream.sizes),
             "compiled_at_sizes": {"reference": reference.compiled_at, "optimized": optimized.compiled_at},
+            "model_specialized_at": {"reference": reference.specialized_at, "optimized": optimized.specialized_at},
             "first_pass_s": {"reference": reference.first_pass_s, "optimized": optimized.first_pass_s},
         }
 

@@ -13,6 +13,8 @@ Guarded here:
   natively on this CPU. No public API; called when the plugin is configured.
 - `torch._dynamo.config.suppress_errors`: compile errors fall back to eager (--compile-fallback). No public API.
 - The "Torch-Compiled Region" profiler event dynamo wraps each compiled frame in. No public API.
+- `torch._dynamo.utils.guard_failures`: why each cached graph rejected a call that then recompiled, for telling
+  a shape policy's recompiles from a model's own specialisation (optbench.dynamic_shapes). No public API lists them.
 - `torch._dynamo.exc.TorchDynamoException` and the `torch._dynamo`/`torch._inductor` module prefix: which errors
   are compiler errors.
 - `torch.autograd.profiler.profile.kineto_results`: the allocator's allocation and free events, for CPU peak
@@ -76,6 +78,32 @@ def compile_counts() -> tuple[int, dict[str, int]]:
     if counters is None:
         return 0, {}
     return counters["stats"]["unique_graphs"], dict(counters["graph_break"])
+
+
+GuardMarks = dict[object, int]
+"""How many guard failures dynamo had recorded per code object, to read the later ones from."""
+
+
+def guard_failure_marks() -> GuardMarks:
+    return {code: len(reasons) for code, reasons in _guard_failures().items()}
+
+
+def guard_failures_since(marks: GuardMarks) -> list[str]:
+    """The guard failures recorded after `marks`: one line per cached graph that rejected a call which then
+    compiled anew, `"<compile id>: <failed guard>[; <failed guard>...]"`. Empty where torch keeps none."""
+    return [
+        str(reason).split("\n", 1)[0]
+        for code, reasons in _guard_failures().items()
+        for reason in reasons[marks.get(code, 0) :]
+    ]
+
+
+def _guard_failures() -> dict[object, list[object]]:
+    try:
+        from torch._dynamo.utils import guard_failures
+    except ImportError:
+        return {}
+    return dict(guard_failures)
 
 
 def _probe(x: torch.Tensor) -> torch.Tensor:

@@ -9,7 +9,15 @@ from torch import nn
 
 from optbench.case import Observed
 from optbench.compilation import CompileActivity
-from optbench.dynamic_shapes import POLICIES, CompiledStream, ShapePolicy, SizeStream, bucket, dynamic_shapes
+from optbench.dynamic_shapes import (
+    POLICIES,
+    CompiledStream,
+    ShapePolicy,
+    SizeStream,
+    bucket,
+    dynamic_shapes,
+    range_guard_only,
+)
 from optbench.workload import InferenceWorkload
 
 STREAM = SizeStream.up_to(1, 32)
@@ -35,6 +43,14 @@ class SizeGuarded(Tokenwise):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return super().forward(x) * self.SCALES[x.shape[1]]
+
+
+class RangeSpecialized(Tokenwise):
+    """Takes another path past length 24: a symbolic graph holds for lengths up to 24 and compiles again once for
+    those above, under every policy that keeps the length symbolic (the model's specialisation, not the policy's)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return super().forward(x) * 2 if x.shape[1] > 24 else super().forward(x)
 
 
 class SeesLaterPositions(Tokenwise):
@@ -93,6 +109,28 @@ def test_a_model_that_guards_on_its_size_recompiles_at_every_size_and_fails_its_
     assert checks["optimized_compiles"].value == len(STREAM.sizes) and not checks["optimized_compiles"].passed
     assert not checks["reference_compiles"].passed
     assert not seen[0].in_effect and "for a stream of 8 sizes" in seen[0].evidence
+
+
+@pytest.mark.parametrize(("policy", "compiled_at"), [("automatic", [20, 12, 32]), ("mark_dynamic", [20, 32])])
+def test_a_model_whose_graph_specializes_on_a_range_is_not_the_policy_s_fault(policy, compiled_at):
+    case = dynamic_shapes(workload_of(RangeSpecialized), STREAM, ShapePolicy(policy), floor=1.0)
+    checks, seen, accuracy = first_pass(case)
+    assert case.details()["compiled_at_sizes"]["optimized"] == compiled_at
+    (guard,) = case.details()["model_specialized_at"]["optimized"].values()
+    assert range_guard_only(guard) and "24" in guard, guard
+    assert checks["optimized_compiles"].value == len(compiled_at) - 1 and checks["optimized_compiles"].passed
+    assert checks["reference_compiles"].value == 2 and checks["reference_compiles"].passed
+    assert seen[0].in_effect and accuracy.passed
+
+
+def test_only_a_failure_on_ranges_alone_is_the_model_s_specialization():
+    source = "  # if isinstance(batch, dict):  # (user code shown...; to avoid specialization try mark_unbacked)"
+    assert range_guard_only(f"0/1: 2 <= batch.size()[0] <= 15{source}")
+    assert range_guard_only("1/2: 25 <= L['x'].size()[1]; L['x'].size()[1] <= 64")
+    assert not range_guard_only("0/0: tensor 'batch' size mismatch at index 0. expected 10, actual 6")
+    assert not range_guard_only("0/3: L['x'].size()[1] == 20")
+    assert not range_guard_only("0/1: 2 <= s0 <= 15; L['x'].size()[1] == 20")
+    assert not range_guard_only("0/1: ")
 
 
 def test_mark_dynamic_on_a_model_that_guards_on_its_size_is_torch_s_error_naming_the_dimension():
