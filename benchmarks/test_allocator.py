@@ -52,6 +52,8 @@ def compiled_in_worker(observed: Observed) -> Check:
     return Check("graphs compiled in the optimized worker", observed.details["optimized"]["graphs"], 1, False)
 
 
+# Smoke: each allocator once and each side's workload once; the other two pairs run in standard.
+@pytest.mark.smoke("jemalloc-eager", "tcmalloc-compile")
 @pytest.mark.parametrize("variant", list(VARIANTS))
 @pytest.mark.parametrize("allocator", ["jemalloc", "tcmalloc"])
 def test_allocator(optbench, profile, device, allocator, variant):

@@ -17,6 +17,8 @@ from optbench.training import OPTIMIZER_ROUNDING, Tricks
 GPU_FLOOR = 1.0
 
 
+# Smoke: AdamW, the step with the most arithmetic to fuse; SGD runs in standard.
+@pytest.mark.smoke("many-tensors-adamw")
 @pytest.mark.trainings("many-tensors", "many-tensors-adamw")
 def test_compiled_optimizer(optbench, training):
     optbench.run(

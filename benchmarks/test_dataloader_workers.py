@@ -30,6 +30,8 @@ VARIANTS = {
 }
 
 
+# Smoke: the variant that sets every loader option; each option alone runs in standard.
+@pytest.mark.smoke("workers+persistent+prefetch:4-jpeg-mlp")
 @pytest.mark.trainings("jpeg-mlp")
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_dataloader_workers(optbench, training, variant):

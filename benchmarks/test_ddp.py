@@ -25,6 +25,8 @@ VARIANTS = {
 }
 
 
+# Smoke: one accumulation setting and one graph setting; the bucket sizes and the bucket view run in standard.
+@pytest.mark.smoke("no_sync-ddp-mlp", "static_graph-ddp-mlp")
 @pytest.mark.trainings("ddp-mlp")
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_ddp(optbench, training, variant):

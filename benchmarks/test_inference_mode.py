@@ -19,6 +19,8 @@ PAIRS = [
 ]
 
 
+# Smoke: every pair where the bookkeeping shows, and the seed's own pair on the ResNet; the rest in standard.
+@pytest.mark.smoke(*(f"{r}-vs-{o}-tiny-mlp" for r, o, _ in PAIRS), "grad-vs-inference_mode-resnet")
 @pytest.mark.workloads("tiny-mlp", "resnet")
 @pytest.mark.parametrize(("reference", "optimized", "floors"), PAIRS, ids=[f"{r}-vs-{o}" for r, o, _ in PAIRS])
 def test_inference_mode(optbench, workload, reference, optimized, floors):

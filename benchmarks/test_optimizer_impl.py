@@ -21,6 +21,8 @@ IMPLEMENTATIONS = ("foreach", "fused")
 GPU_FLOOR = 1.0
 
 
+# Smoke: each implementation once, on each optimizer once; the other two pairs run in standard.
+@pytest.mark.smoke("foreach-many-tensors", "fused-many-tensors-adamw")
 @pytest.mark.trainings("many-tensors", "many-tensors-adamw")
 @pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
 def test_optimizer_impl(optbench, training, implementation):

@@ -30,7 +30,7 @@ from .gate import GateSettings
 from .isolation import Finished, Outcome, Zygote, preloaded_modules, scratch_dir
 from .outputs import OutputError, writable_folder
 from .own_model import SpecError, load_training, load_workload
-from .profiles import PROFILES, Profile
+from .profiles import PROFILES, SMOKE_MARKER_HELP, Profile, outside_smoke_subset
 from .progress import (
     MODES,
     PHASE_FILE,
@@ -830,6 +830,7 @@ def pytest_configure(config: pytest.Config) -> None:
         "case is one), or must run in a process of known history. `-m 'not timed'` selects what may run under "
         "pytest-xdist",
     )
+    config.addinivalue_line("markers", SMOKE_MARKER_HELP)
     session = OptbenchSession(config)  # first: a --model that cannot run stops the run before any folder is made
     if not hasattr(config, "workerinput"):  # an xdist worker writes where its controller said
         check_outputs(config)
@@ -881,8 +882,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if others:
             config.hook.pytest_deselected(items=others)
             items[:] = [item for item, on_own in zip(items, runs_on_own, strict=True) if on_own]
+    else:  # the user's model or setup gets every variant: the subsets are chosen for the built-in workloads
+        for item in items:
+            if reason := outside_smoke_subset(item, session.profile.name):
+                item.add_marker(pytest.mark.skip(reason=reason))
     session.time_on_own_gpu()
-    count_gated(config, items)
+    count_gated(config, [item for item in items if not item.get_closest_marker("skip")])
 
 
 def count_gated(config: pytest.Config, items: Sequence[pytest.Item]) -> None:
