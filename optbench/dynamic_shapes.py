@@ -110,11 +110,16 @@ def batch_stream(batch: Batch, least: int = 16) -> SizeStream:
     return SizeStream.up_to(0, max(least, varying[0].shape[0] if varying else least))
 
 
+def without_source(failure: str) -> str:
+    """A guard failure, `"<compile id>: <guard>  # <source, which may hold anything>"`, without its source."""
+    return failure.split("  #", 1)[0]
+
+
 def range_guard_only(failure: str) -> bool:
-    """Whether a guard failure, `"<compile id>: <guard>  # <source, which may hold anything>"`, rejected the call
-    by the range of a symbolic size alone. Dynamo names the first guard that failed (all of them, joined by "; ",
-    only with verbose recompile logging; then those before the first source are read)."""
-    guards = failure.partition(": ")[2].split("  #", 1)[0].split("; ")
+    """Whether a guard failure rejected the call by the range of a symbolic size alone. Dynamo names the first
+    guard that failed (all of them, joined by "; ", only with verbose recompile logging; then those before the
+    first source are read)."""
+    guards = without_source(failure).partition(": ")[2].split("; ")
     return all(_RANGE_GUARD.fullmatch(guard.strip()) for guard in guards)
 
 
@@ -221,7 +226,7 @@ class CompiledStream:
                 compiled_at.append(self.policy.padded(size))
                 ranges = [failure for failure in activity.guard_failures if range_guard_only(failure)]
                 if ranges:
-                    self.specialized_at[self.policy.padded(size)] = ranges[0].split("  #", 1)[0]
+                    self.specialized_at[self.policy.padded(size)] = without_source(ranges[0])
         self.first_pass_s = time.perf_counter() - start
         self.compiled_at = compiled_at
         return outputs

@@ -16,6 +16,7 @@ from optbench.accuracy import (
     TrainingAgreement,
     TrainingOutcome,
     common_prefix_lengths,
+    has_class_scores,
     loss_path_deviation,
     parameter_deviation,
     relative_rmse,
@@ -486,3 +487,16 @@ def test_top1_agreement_reads_the_last_dimension_of_sequence_logits():
     other = logits.clone()
     other[0, 0] = torch.tensor([0.0, 0.0, 0.0, 2.0])  # one position of six picks another token
     assert top1_agreement(logits, other) == pytest.approx(5 / 6)
+
+
+def test_a_channel_first_map_gets_no_top1_check_and_logits_keep_theirs():
+    """A segmentation head's [N, C, H, W]: an argmax over its last dimension would pick a column, not a class."""
+    generator = torch.Generator().manual_seed(0)
+    segmentation = torch.randn(2, 4, 8, 8, generator=generator)
+    moved = segmentation + 1e-3 * torch.randn(2, 4, 8, 8, generator=generator)
+    assert "top1_agreement" not in [check.metric for check in ReducedPrecision()(segmentation, moved).checks]
+    assert not has_class_scores({"out": segmentation}) and not has_class_scores(torch.arange(3))
+    logits = torch.randn(8, 10, generator=generator)
+    assert has_class_scores(logits) and has_class_scores((logits[None], segmentation))
+    flipped = ReducedPrecision()(logits, -logits)
+    assert "top1_agreement" in [check.metric for check in flipped.failures]
