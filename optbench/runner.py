@@ -439,8 +439,7 @@ class CaseRunner:
             fp64 = seeded(case.fp64_output) if case.fp64_output else None
         with nullcontext() if compiled else deterministic_settings():
             optimized = seeded(case.optimized_output or case.optimized)
-        repeat = case.accuracy(reference, repeated, fp64)
-        unrepeatable = repeat.failures[0] if not repeat.passed else None
+        unrepeatable = next(iter(case.accuracy(reference, repeated, fp64).pair_failures), None)
         return case.accuracy(reference, optimized, fp64), unrepeatable
 
 

@@ -500,3 +500,15 @@ def test_a_channel_first_map_gets_no_top1_check_and_logits_keep_theirs():
     assert has_class_scores(logits) and has_class_scores((logits[None], segmentation))
     flipped = ReducedPrecision()(logits, -logits)
     assert "top1_agreement" in [check.metric for check in flipped.failures]
+
+
+def test_a_reference_repeat_is_judged_by_the_pair_not_by_how_far_its_format_is_from_fp64():
+    """fp16 underflows on outputs of 1e-9 (its format's own error is 1): two bitwise-equal reference runs still
+    repeat, and an optimized output that differs from the reference is still a failure of the pair."""
+    tiny = 1e-9 * torch.randn(8, 10, generator=torch.Generator().manual_seed(0))
+    comparator = ReducedPrecision(format_output=lambda: tiny.half().float())
+    repeat = comparator(tiny, tiny.clone(), tiny.double())
+    assert [check.metric for check in repeat.failures] == ["format_rel_rmse_vs_fp64"]
+    assert repeat.pair_failures == []
+    moved = comparator(tiny, -tiny, tiny.double())
+    assert {check.metric for check in moved.pair_failures} == {"cosine", "rel_rmse_vs_fp64", "top1_agreement"}
