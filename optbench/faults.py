@@ -21,9 +21,14 @@ class Phase:
     def __init__(self, on_enter: Callable[[str], None] | None = None) -> None:
         self.current = "setup"
         self.durations_s: dict[str, float] = {}
-        self._started = time.monotonic()
+        self._started = self._created = time.monotonic()
         self.on_enter = on_enter
         """Told each phase as it starts (optbench.progress)."""
+
+    @property
+    def elapsed_s(self) -> float:
+        """Seconds since the case started (its first phase)."""
+        return time.monotonic() - self._created
 
     def enter(self, name: str) -> None:
         now = time.monotonic()

@@ -177,10 +177,28 @@ class RoundPlan:
     rounds: int
     needed_for_target: int
     affordable_in_budget: int
+    round_s: float = 0.0
+    """Expected seconds per round, both blocks and their primers, from the pilot."""
 
     @property
     def budget_limited(self) -> bool:
         return self.rounds < self.needed_for_target
+
+    def beyond_time_limit(self, elapsed_s: float, limit_s: float) -> str | None:
+        """Why the planned rounds cannot finish within the case's time limit, after `elapsed_s` of first calls and
+        warm-up; None where they can. The plan never goes below the profile's minimum rounds (an interval needs
+        them), so a case whose calls are long (a stream of sizes through a segmentation model, compiled with
+        dynamic=True: 10 s a round on a 2-core CPU) can need more than its limit; said before the rounds start,
+        it skips with what to raise, rather than timing out minutes later."""
+        needed_s = self.rounds * self.round_s
+        if elapsed_s + needed_s <= limit_s:
+            return None
+        enough = 60 * math.ceil(2 * (elapsed_s + needed_s) / 60)  # the accuracy runs come after the rounds
+        return (
+            f"cannot be timed within its time limit here: {self.rounds} rounds of {self.round_s:.1f} s "
+            f"({needed_s:.0f} s, the fewest that give an interval) after {elapsed_s:.0f} s of first calls and "
+            f"warm-up exceed --case-timeout {limit_s:.0f}; rerun with --case-timeout {enough}"
+        )
 
 
 def plan_rounds(warmup: WarmUp, profile: Profile) -> RoundPlan:
@@ -193,7 +211,7 @@ def plan_rounds(warmup: WarmUp, profile: Profile) -> RoundPlan:
     affordable = max(1, math.floor(profile.case_budget_s / per_round)) if per_round > 0 else profile.max_rounds
     rounds = min(max(needed, profile.min_rounds), max(affordable, profile.min_rounds), profile.max_rounds)
     rounds += rounds % 2  # whole ABBA pairs, so each order occurs equally often
-    return RoundPlan(rounds=rounds, needed_for_target=needed, affordable_in_budget=affordable)
+    return RoundPlan(rounds=rounds, needed_for_target=needed, affordable_in_budget=affordable, round_s=per_round)
 
 
 @dataclass(frozen=True)

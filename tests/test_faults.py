@@ -90,6 +90,14 @@ def test_switches_were_restored():
 
 def test_healthy_case_still_runs(optbench):
     run(optbench, quick)
+
+
+def test_too_slow_to_time_within_its_limit(optbench):
+    def slow():
+        time.sleep(0.04)
+        return quick()
+
+    run(optbench, slow, reference=slow)
 """
 
 
@@ -109,9 +117,13 @@ def failure_lines(result):
 
 def test_each_fault_fails_its_case_with_one_readable_sentence(faults):
     result = faults.runpytest_subprocess(
-        "--case-timeout", "4", "--case-budget", "0.3", "--block-target", "0.005", "-p", "no:cacheprovider"
+        "--case-timeout", "4", "--case-budget", "0.3", "--block-target", "0.005", "-p", "no:cacheprovider", "-rs"
     )
-    result.assert_outcomes(passed=2, failed=6)
+    result.assert_outcomes(passed=2, failed=6, skipped=1)
+    # Its 24 rounds of 10 calls of 40 ms cannot follow its warm-up within 4 s: said when planned, not timed out.
+    result.stdout.fnmatch_lines(
+        ["*cannot be timed within its time limit here: 24 rounds of 0.* exceed --case-timeout 4; rerun with *"]
+    )
     result.stdout.fnmatch_lines_random(
         [
             "*::test_oom: out of memory during warm-up (toy batch 64); run a smaller batch or profile:*",

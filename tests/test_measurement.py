@@ -8,7 +8,15 @@ import torch
 from optbench.cache_flush import CacheFlush, last_level_cache_bytes
 from optbench.clock import DeviceClock
 from optbench.gpu_clocks import GpuClocks, GpuState, clock_note
-from optbench.measurement import MIN_BLOCK_CALLS, Blocks, block_calls, first_calls, paired_rounds, warm_up
+from optbench.measurement import (
+    MIN_BLOCK_CALLS,
+    Blocks,
+    RoundPlan,
+    block_calls,
+    first_calls,
+    paired_rounds,
+    warm_up,
+)
 from optbench.profiles import PROFILES
 
 SMOKE = PROFILES["smoke"]
@@ -163,3 +171,13 @@ def test_optimized_blocks_time_no_event_bookkeeping(monkeypatch):
     rounds = paired_rounds(benchmark, lambda: None, lambda: None, blocks, rounds=4)
     assert rounds.optimized_s == [0.002] * 4 and benchmark.stats.iterations == 4
     assert rounds.optimized_device_s == [pytest.approx(0.002)] * 4 and len(rounds.reference_device_s) == 4
+
+
+def test_rounds_that_cannot_finish_within_the_case_time_limit_say_so_before_they_start():
+    plan = RoundPlan(rounds=24, needed_for_target=24, affordable_in_budget=1, round_s=10.0)
+    assert plan.beyond_time_limit(elapsed_s=50, limit_s=300) is None  # 50 + 240 s fits
+    reason = plan.beyond_time_limit(elapsed_s=70, limit_s=300)  # 70 + 240 s does not
+    assert reason == (
+        "cannot be timed within its time limit here: 24 rounds of 10.0 s (240 s, the fewest that give an "
+        "interval) after 70 s of first calls and warm-up exceed --case-timeout 300; rerun with --case-timeout 660"
+    )
