@@ -162,7 +162,7 @@ def test_compile_fallback_measures_eager_and_says_so(faults):
         "-p",
         "no:cacheprovider",
     )
-    result.assert_outcomes(passed=1, deselected=7)
+    result.assert_outcomes(passed=1, deselected=8)
     result.stdout.fnmatch_lines(["*torch.compile fell back to eager (--compile-fallback)*(test_compile_error)*"])
 
 
