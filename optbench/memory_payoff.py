@@ -38,10 +38,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from scipy import stats
 
 from .memory import peak_memory_bytes
-from .stats import CONFIDENCE, Interval
+from .stats import CONFIDENCE, Interval, t_quantile
 
 REPETITIONS = 3
 
@@ -72,7 +71,7 @@ def ratio_interval(log_ratios: list[float]) -> Interval:
         raise ValueError(f"a memory ratio's interval needs at least 2 repetitions, got {len(log_ratios)}")
     mean = statistics.fmean(log_ratios)
     spread = statistics.stdev(log_ratios)
-    half = stats.t.ppf((1 + CONFIDENCE) / 2, len(log_ratios) - 1) * spread / math.sqrt(len(log_ratios))
+    half = t_quantile((1 + CONFIDENCE) / 2, len(log_ratios) - 1) * spread / math.sqrt(len(log_ratios))
     return Interval(math.exp(mean), math.exp(mean - half), math.exp(mean + half))
 
 

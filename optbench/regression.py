@@ -50,8 +50,7 @@ import math
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-
-from scipy import stats
+from statistics import NormalDist
 
 from .baselines import Baseline, Recording
 from .stats import CONFIDENCE, Interval
@@ -61,10 +60,10 @@ PRIOR_SPREAD = 0.05
 the committed CPU baselines' recordings (issue 11)."""
 PRIOR_WEIGHT = 4.0
 """Degrees of freedom the pooled spread counts for when shrinking one case's spread."""
-SCREEN_Z = float(stats.norm.ppf(0.98))
+SCREEN_Z = NormalDist().inv_cdf(0.98)
 """Below the center by this many sigmas: worth confirming, not yet a regression."""
 DETECTION_POWER = 0.95
-_Z_INTERVAL = float(stats.norm.ppf(0.5 + CONFIDENCE / 2))
+_Z_INTERVAL = NormalDist().inv_cdf(0.5 + CONFIDENCE / 2)
 
 
 def within_run_error(low: float, high: float) -> float:
@@ -109,7 +108,7 @@ def between_run_variance(baseline: Baseline, pooled: float) -> float:
 
 
 def threshold_z(false_alarm_rate: float, gated_cases: int) -> float:
-    return float(stats.norm.ppf(1 - false_alarm_rate / max(1, gated_cases)))
+    return NormalDist().inv_cdf(1 - false_alarm_rate / max(1, gated_cases))
 
 
 @dataclass(frozen=True)
@@ -185,7 +184,7 @@ def decide(
         outcome = "inconclusive"
     else:
         outcome = "pass"
-    detectable = math.exp((z + stats.norm.ppf(DETECTION_POWER)) * found.sigma(1 + confirmations)) - 1
+    detectable = math.exp((z + NormalDist().inv_cdf(DETECTION_POWER)) * found.sigma(1 + confirmations)) - 1
     return Decision(
         outcome=outcome,
         slowdown=slowdown,

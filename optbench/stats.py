@@ -58,9 +58,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from types import ModuleType
 
 import numpy as np
-from scipy import stats
 
 CONFIDENCE = 0.95
 TRIM = 0.2
@@ -160,8 +160,22 @@ class LogRatioEstimate:
         if self.standard_error == 0:
             point = math.exp(self.mean)
             return Interval(point, point, point, confidence)
-        margin = stats.t.ppf(0.5 + confidence / 2, self.degrees_of_freedom) * self.standard_error
+        margin = t_quantile(0.5 + confidence / 2, self.degrees_of_freedom) * self.standard_error
         return Interval(math.exp(self.mean), math.exp(self.mean - margin), math.exp(self.mean + margin), confidence)
+
+
+def _scipy_stats() -> ModuleType:
+    """scipy.stats, imported at first use: it takes 1.2 s (2-core Xeon), which every pytest process that loads the
+    plugin would pay while only the processes that time a case need it, and those fork from a zygote that has
+    imported it (optbench.plugin.ZYGOTE_PRELOAD)."""
+    from scipy import stats
+
+    return stats
+
+
+def t_quantile(probability: float, degrees_of_freedom: float) -> float:
+    """Student's t quantile."""
+    return float(_scipy_stats().t.ppf(probability, degrees_of_freedom))
 
 
 def estimate(reference: Sequence[float], optimized: Sequence[float], trim: float = TRIM) -> LogRatioEstimate:
@@ -174,7 +188,7 @@ def estimate(reference: Sequence[float], optimized: Sequence[float], trim: float
     spread = float(np.std(winsorized, ddof=1))
     standard_error = spread / ((1 - 2 * trim) * math.sqrt(n)) * math.sqrt(found.variance_factor)
     return LogRatioEstimate(
-        mean=float(stats.trim_mean(d, trim)),
+        mean=float(_scipy_stats().trim_mean(d, trim)),
         standard_error=standard_error,
         degrees_of_freedom=max(1.0, (kept - 1) / found.degrees_of_freedom_factor),
         autocorrelation_factor=found.variance_factor,
@@ -204,11 +218,11 @@ def rounds_for_precision(
     n_pilot = len(reference)
     if pilot.standard_error == 0:
         return 2
-    pessimism = pilot.degrees_of_freedom / stats.chi2.ppf(PILOT_SPREAD_QUANTILE, pilot.degrees_of_freedom)
+    pessimism = pilot.degrees_of_freedom / _scipy_stats().chi2.ppf(PILOT_SPREAD_QUANTILE, pilot.degrees_of_freedom)
     quantile = 0.5 + confidence / 2
     needed = 2
     for _ in range(PLAN_ITERATIONS):
         kept = needed - 2 * math.floor(TRIM * needed)
-        t = stats.t.ppf(quantile, max(1, kept - 1))
+        t = t_quantile(quantile, max(1, kept - 1))
         needed = max(2, math.ceil(n_pilot * pessimism * (t * pilot.standard_error / math.log1p(half_width)) ** 2))
     return needed
