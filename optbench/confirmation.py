@@ -28,6 +28,7 @@ _VALUE_OPTIONS = (
     "ci_target",
     "case_budget",
     "block_target",
+    "min_rounds",
     "case_timeout",
     "plant_slowdown",
     "baselines_dir",

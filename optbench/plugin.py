@@ -68,6 +68,7 @@ from .workload import InferenceWorkload
 # resets torch.compile's caches, which imports torch._dynamo, and the case's interval needs scipy.stats
 # (optbench.stats imports it at first use, so a pytest process that times nothing does not pay for it).
 ZYGOTE_PRELOAD = ("torch._dynamo", "scipy.stats")
+MIN_ROUNDS_FLOOR = 4
 
 DETERMINISTIC_CUBLAS = ":4096:8"
 """CUBLAS_WORKSPACE_CONFIG that makes cuBLAS deterministic, as torch.use_deterministic_algorithms asks."""
@@ -120,6 +121,13 @@ def _positive_count(text: str) -> int:
     value = _count(text)
     if value == 0:
         raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
+    return value
+
+
+def _rounds(text: str) -> int:
+    value = _count(text)
+    if value < MIN_ROUNDS_FLOOR:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at least {MIN_ROUNDS_FLOOR}: two ABBA pairs of rounds")
     return value
 
 
@@ -236,6 +244,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         type=_positive,
         default=None,
         help="least seconds a block of back-to-back calls lasts (profile default: 0.05).",
+    )
+    group.addoption(
+        "--min-rounds",
+        type=_rounds,
+        default=None,
+        help="fewest timed rounds per case, whatever the pilot says the target needs (profile default: 24). "
+        "Fewer make a quick look quicker and its intervals wider; a gate run keeps the default.",
     )
     group.addoption(
         "--case-timeout",
@@ -357,6 +372,7 @@ class OptbenchSession:
             case_budget_s=option(config, "case_budget"),
             case_timeout_s=option(config, "case_timeout"),
             block_target_s=option(config, "block_target"),
+            min_rounds=option(config, "min_rounds"),
         )
         self.results_dir = Path(option(config, "results_dir"))
         self.records: list[Record] = []

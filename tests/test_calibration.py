@@ -20,7 +20,7 @@ def test_history_then_shuffled_levels_in_fresh_processes(tmp_path):
     (project / "test_synthetic.py").write_text(HALF_THE_WORK)
     (project / "pytest.ini").write_text("[pytest]\naddopts = --case-budget 1 --block-target 0.01\n")
     result = calibrate(
-        project, tmp_path / "work", None, recordings=3, repetitions=1, slowdowns=[0.0, 0.6], tests="test_synthetic.py"
+        project, tmp_path / "work", None, recordings=2, repetitions=1, slowdowns=[0.0, 0.6], tests="test_synthetic.py"
     )
     unchanged, slowed = result.levels
     assert len(unchanged.runs) == len(slowed.runs) == 1

@@ -130,6 +130,17 @@ def test_an_interval_that_misses_its_target_is_inconclusive_not_pass(project):
     assert json.loads(line)["verdict"]["status"] == "inconclusive"
 
 
+def test_min_rounds_is_the_fewest_timed_rounds_in_the_case_s_own_process(project):
+    """A loose target the pilot meets at once and a budget that affords one round: the floor decides how many
+    rounds are timed, and it is --min-rounds's, not the profile's 24, in the forked process that measures."""
+    result = project.runpytest_subprocess(
+        "--min-rounds", "6", "--ci-target", "0.5", "--case-budget", "0.001", *FAST[2:]
+    )
+    result.assert_outcomes(passed=1, skipped=1)
+    (line,) = (project.path / ".optbench" / "records.jsonl").read_text().splitlines()
+    assert len(json.loads(line)["timing"]["reference_s"]["data"]) == 6
+
+
 def test_timing_disabled_checks_accuracy_without_gating_speed(project):
     write_baseline(project, 9.0)
     result = project.runpytest_subprocess("--benchmark-disable", *FAST)
@@ -147,24 +158,25 @@ def test_timing_disabled_checks_accuracy_without_gating_speed(project):
         (("--min-effect", "2"), "*'2' must be a fraction in [[]0, 1)*"),
         (("--false-alarm-rate", "0"), "*'0' must be above 0, e.g. 0.02 for one run in 50*"),
         (("--confirm", "-1"), "*'-1' is not a whole number >= 0*"),
+        (("--min-rounds", "2"), "*'2' must be at least 4: two ABBA pairs of rounds*"),
     ],
 )
 def test_bad_options_are_one_line_usage_errors(project, arguments, message):
-    result = project.runpytest_subprocess(*arguments)
+    result = project.runpytest(*arguments)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([message])
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error raised where no GPU is visible")
 def test_cuda_without_a_gpu_is_a_usage_error(project):
-    result = project.runpytest_subprocess("--device", "cuda")
+    result = project.runpytest("--device", "cuda")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--device cuda: torch sees no CUDA device here; run with --device cpu*"])
 
 
 def test_corrupt_baseline_is_a_one_line_error_and_is_left_alone(project):
     path = write_baseline(project, 3.0, content='{"schema": 1, "cases": {')
-    result = project.runpytest_subprocess("--update-baselines", *FAST)
+    result = project.runpytest("--update-baselines", *FAST)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"ERROR: {path}: not valid JSON*restore it from git or delete it*"])
     assert path.read_text() == '{"schema": 1, "cases": {'
@@ -188,7 +200,7 @@ def test_workers_share_the_cpu():
 
 
 def test_gpu_per_worker_needs_xdist(project):
-    result = project.runpytest_subprocess("--gpu-per-worker")
+    result = project.runpytest("--gpu-per-worker")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--gpu-per-worker needs pytest-xdist workers*"])
 

@@ -19,7 +19,16 @@ def test_the_adding_an_optimization_example_runs_as_written(pytester, monkeypatc
     pytester.makeconftest('pytest_plugins = ["optbench.plugin", "fixtures.models"]\n')
     pytester.makepyfile(test_my_trick=readme_block("Adding an optimization"))
     result = pytester.runpytest_subprocess(
-        "--profile", "smoke", "--case-budget", "2", "--baselines-dir", "empty", "-p", "no:cacheprovider"
+        "--profile",
+        "smoke",
+        "--case-budget",
+        "2",
+        "--min-rounds",
+        "4",
+        "--baselines-dir",
+        "empty",
+        "-p",
+        "no:cacheprovider",
     )
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["test_my_trick[[]resnet[]] *x [[]*] *"])

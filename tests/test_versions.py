@@ -13,7 +13,7 @@ from pathlib import Path
 from optbench.__main__ import main
 
 ROOT = Path(__file__).resolve().parents[1]
-CASE = ["-k", "test_inference_mode and grad-vs-no_grad and tiny", "--case-budget", "2"]
+CASE = ["-k", "test_inference_mode and grad-vs-no_grad and tiny", "--case-budget", "2", "--min-rounds", "4"]
 
 
 def tox_commands(section, toxworkdir, envname, posargs=()):
