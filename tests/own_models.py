@@ -70,6 +70,28 @@ def samples() -> nn.Module:
     return Samples().eval()
 
 
+class ReordersItsSums(nn.Module):
+    """A linear layer that adds its products up in another order on every call, as a multithreaded reduction may
+    when other work takes some of its threads: two calls differ by fp32 rounding, not by randomness."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(16, 16, generator=torch.Generator().manual_seed(0)))
+        self.calls = 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        products = x.unsqueeze(-1) * self.weight
+        total = torch.zeros(x.shape[0], 16)
+        for row in torch.randperm(16, generator=torch.Generator().manual_seed(self.calls)):
+            total = total + products[:, row, :]
+        return total
+
+
+def reorders_its_sums() -> nn.Module:
+    return ReordersItsSums().eval()
+
+
 def raises() -> nn.Module:
     raise RuntimeError("weights file missing")
 

@@ -15,6 +15,7 @@ from optbench.own_model import SpecError, load_workload
 from optbench.record import read_records
 from optbench.runner import raised_by_harness
 from optbench.techniques import cudnn_benchmark_apart, reduced_precision
+from tests import own_models
 from tests.catalogue_run import catalogue
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -96,6 +97,18 @@ def test_an_error_inside_optbench_is_not_blamed_on_the_model():
         forward(lambda: None, torch.zeros(1))  # a call optbench gets wrong
     assert not raised_by_harness(in_torch.value)
     assert raised_by_harness(in_optbench.value)
+
+
+def test_calls_that_differ_by_rounding_are_the_same_model_and_random_ones_are_not(monkeypatch):
+    """The two calls of the spec check differ on a model whose sums change order (a loaded machine's threads): that
+    is not randomness and the model loads; noise added in the forward is, and the error says how far apart."""
+    monkeypatch.chdir(ROOT)
+    model = own_models.reorders_its_sums()
+    with torch.inference_mode():
+        assert not torch.equal(model(own_models.features()), model(own_models.features()))  # the calls do differ
+    load_workload(f"{MODELS}:reorders_its_sums", f"{MODELS}:features", "sums", CPU)
+    with pytest.raises(SpecError, match=r"two identical calls \(RMS difference 0\.\d+ of the outputs' RMS\)"):
+        load_workload(f"{MODELS}:samples", f"{MODELS}:features", "noise", CPU)
 
 
 def test_a_model_that_cannot_run_stops_the_run_before_anything_is_written(tmp_path):
