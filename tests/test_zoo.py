@@ -12,14 +12,18 @@ with its command.
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 from fnmatch import fnmatch
 
 import pytest
 import torch
 
+from optbench.accuracy import Close, ReducedPrecision
 from optbench.hardware import dtype_unsupported_reason
 from optbench.own_model import load_workload
+from optbench.recipe import load_recipe
 from optbench.record import read_records
 from optbench.techniques import reduced_precision
 from tests.catalogue_run import ROOT, catalogue
@@ -86,3 +90,32 @@ def test_a_one_percent_miscompile_fails_on_every_family_at_its_own_scale(family,
         lambda leaf: leaf * 1.01 if torch.is_tensor(leaf) and leaf.is_floating_point() else leaf, optimized
     )
     assert not case.accuracy(reference, miscompiled, fp64).passed
+
+
+ADVISED = "segmentation"
+"""The family `advise` runs on: a torchvision head whose output is a dict of per-pixel maps."""
+
+
+def test_advise_on_a_zoo_family_writes_a_recipe_that_runs_on_it_within_its_limits(tmp_path):
+    """`advise` on a model no example was written for: a row of advice for each technique asked, none broken by the
+    harness, and a recipe that, applied to the family's model, gives the model's outputs: up to reordering where it
+    chose no dtype, within the reduced-precision limits where it chose one (which, is the CPU's to say)."""
+    command = [sys.executable, "-m", "optbench", "advise", "--model", f"{ROOT / SPEC}:{ADVISED}"]
+    command += ["--inputs", f"{ROOT / SPEC}:{ADVISED}_inputs", "--model-name", ADVISED, "--"]
+    command += ["-k", "grad-vs-inference_mode or (test_reduced_precision and bf16)"]
+    command += ["--case-budget", "1", "--min-rounds", "4"]
+    environment = {**os.environ, "PYTHONPATH": str(ROOT)}
+    run = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, check=False, env=environment)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    table = run.stdout[run.stdout.index("\ntechnique") :].splitlines()
+    rows = [line for line in table if line.startswith(("inference_mode[", "reduced_precision["))]
+    assert any(row.startswith("inference_mode[") for row in rows) and not any("does not work" in row for row in rows), (
+        table
+    )
+    recipe = load_recipe(str(tmp_path / "optbench-advice" / f"{ADVISED}_recipe.py"))
+    inputs = getattr(zoo, f"{ADVISED}_inputs")()
+    output = recipe.run(recipe.apply(getattr(zoo, ADVISED)()), recipe.prepare(inputs))
+    with torch.inference_mode():
+        reference = getattr(zoo, ADVISED)()(inputs)
+    comparison = ReducedPrecision() if recipe.DTYPE is not None else Close()
+    assert comparison(reference, output).passed, (recipe.DTYPE, run.stdout[-2000:])
