@@ -1,6 +1,7 @@
 """Commands: `report RUN.json [...]` (cross-run report and plot), `agree` (suite vs an independent timer),
 `order` (the same cases forward, reversed and alone), `drift` (a case's speedup over sessions in one process),
-`calibrate` (the gate's error rates), `history add|show` (the nightly history), `changes` (its change points,
+`components` (the variance of each level, processes to rounds, and the allocation between them), `calibrate`
+(the gate's error rates), `history add|show` (the nightly history), `changes` (its change points,
 with the nightly's alert), `dashboard` (its trend page) and `torch-pair` (do the installed torch and
 torchvision work together), and `advise` (every technique on your model, and the recipe that pays)."""
 
@@ -30,6 +31,7 @@ from .advice import (
 from .agreement import Agreement, agreement_markdown
 from .calibration import calibrate, calibration_markdown
 from .changes import RECENT_NIGHTS, alert_markdown, case_changes
+from .components import components_markdown, measure
 from .crossrun import crossrun_markdown, plot_speedups
 from .drift import Drift, drift_markdown
 from .history import HistoryError, Night, add_run, history_table, read_history, series
@@ -80,6 +82,18 @@ def main(argv: list[str] | None = None) -> int:
     drift.add_argument("--tests", default="benchmarks", help="what pytest runs (default: the catalogue)")
     drift.add_argument("--output", type=Path, default=Path("drift.md"))
     drift.add_argument("pytest_args", nargs="*", help="more pytest arguments (after --), e.g. -- --case-budget 4")
+    components = commands.add_parser(
+        "components",
+        help="time catalogue cases in several fresh processes of several sessions: the variance at each level, "
+        "its cost, and the rounds and processes an interval needs (Kalibera & Jones)",
+    )
+    components.add_argument("-k", dest="expression", default=None, help="pytest -k expression choosing the cases")
+    components.add_argument("--processes", type=int, default=5, help="fresh processes per case (default 5)")
+    components.add_argument("--sessions", type=int, default=3, help="sessions of timed rounds per process (default 3)")
+    components.add_argument("--half-width", type=float, default=0.03, help="interval target to allocate for")
+    components.add_argument("--tests", default="benchmarks", help="what pytest runs (default: the catalogue)")
+    components.add_argument("--output", type=Path, default=Path("components.md"))
+    components.add_argument("pytest_args", nargs="*", help="more pytest arguments (after --), e.g. -- --case-budget 4")
     calibrate = commands.add_parser(
         "calibrate", help="the gate's false-alarm rate and detection power, in separate processes on real cases"
     )
@@ -142,6 +156,8 @@ def main(argv: list[str] | None = None) -> int:
         return _order(arguments)
     if arguments.command == "drift":
         return _drift(arguments)
+    if arguments.command == "components":
+        return _components(arguments)
     if arguments.command == "advise":
         return _advise(arguments)
     if arguments.command in ("history", "changes", "dashboard"):
@@ -272,6 +288,22 @@ def _drift(arguments: argparse.Namespace) -> int:
             return 2
     drifts = [d for d in map(Drift.from_record, records.values()) if d is not None]
     return _publish(drift_markdown(drifts), arguments.output)
+
+
+def _components(arguments: argparse.Namespace) -> int:
+    if arguments.processes < 2 or arguments.sessions < 2:
+        print("error: --processes and --sessions must each be at least 2 to tell the levels apart", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory() as work:
+        try:
+            found = measure(
+                Path.cwd(), arguments.tests, arguments.expression, arguments.processes, arguments.sessions,
+                arguments.pytest_args, Path(work),
+            )  # fmt: skip
+        except OrderCheckError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
+    return _publish(components_markdown(found, arguments.half_width), arguments.output)
 
 
 def _calibrate(arguments: argparse.Namespace) -> int:

@@ -1,0 +1,114 @@
+"""Variance components: unbiased at each level, an allocation that costs least, and the study end to end."""
+
+import math
+import subprocess
+import sys
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from synthetic import HALF_THE_WORK
+
+from optbench.components import MAX_ROUNDS, Components, Moments, moments
+from optbench.measurement import RoundPlan
+from optbench.record import TimeSummary, Timing
+from optbench.stats import Interval, t_quantile
+from tests.records import make_record
+
+TRUTH = {"tau_process2": 0.05**2, "tau_session2": 0.02**2}
+PROCESSES, SESSIONS, STUDIES = 5, 3, 4000
+
+
+def simulated_study(generator: np.random.Generator) -> tuple[list[list[float]], list[list[float]]]:
+    """One study: each process draws its effect, each session its drift and its rounds' error (of its own size)."""
+    errors = generator.uniform(0.005, 0.02, (PROCESSES, SESSIONS))
+    process = generator.normal(0, math.sqrt(TRUTH["tau_process2"]), (PROCESSES, 1))
+    session = generator.normal(0, math.sqrt(TRUTH["tau_session2"]), (PROCESSES, SESSIONS))
+    logs = 0.3 + process + session + generator.normal(0, errors)
+    return logs.tolist(), errors.tolist()
+
+
+def test_the_moment_estimates_are_unbiased_at_both_levels():
+    """Over 4,000 simulated studies of 5 processes x 3 sessions, each raw estimate's mean is within four of its
+    standard errors of the truth, from above and below: dividing by P instead of P - 1 (22% low for tau_p^2 here),
+    or leaving the sessions' own error in tau_s^2 (+40%), is far outside that."""
+    generator = np.random.default_rng(0)
+    found = [moments(*simulated_study(generator)) for _ in range(STUDIES)]
+    for level, truth in TRUTH.items():
+        estimates = np.array([getattr(m, level) for m in found])
+        standard_error = estimates.std(ddof=1) / math.sqrt(STUDIES)
+        assert abs(estimates.mean() - truth) < 4 * standard_error, (level, estimates.mean(), truth, standard_error)
+        assert standard_error < 0.05 * truth  # precise enough to see a bias of 20%
+
+
+def test_an_unbalanced_or_too_small_design_is_refused():
+    with pytest.raises(ValueError, match="at least 2 processes x 2 sessions"):
+        moments([[0.1, 0.2]], [[0.01, 0.01]])
+    with pytest.raises(ValueError, match="balanced"):
+        moments([[0.1, 0.2], [0.1]], [[0.01, 0.01], [0.01]])
+
+
+def components(tau_process: float, rounds_se: float = 0.01) -> Components:
+    return Components("smoke:b.py::test_x[a]", 5, 3, 24, Moments(rounds_se**2, 0.0, tau_process**2), 0.05, 6.0)
+
+
+def cost_for_variance(found: Components, rounds: int) -> float:
+    """What a given precision V costs with `rounds` per process, up to the factor 1 / V: it takes k = v / V
+    processes of variance v each, and each costs a process and its rounds."""
+    per_process_variance = found.moments.tau_process2 + found.round_variance / rounds
+    return per_process_variance * (found.process_s + rounds * found.round_s)
+
+
+@pytest.mark.parametrize("tau_process", [0.005, 0.02, 0.08])
+def test_the_allocation_takes_the_rounds_per_process_that_cost_least(tau_process):
+    """Brute force over every count of rounds per process: none buys the same precision for less than the one
+    chosen (within rounding to a whole round); then the least processes that reach the target, and no fewer."""
+    found = components(tau_process)
+    allocation = found.allocation(0.03)
+    best = min(range(4, MAX_ROUNDS + 1), key=lambda rounds: cost_for_variance(found, rounds))
+    assert abs(allocation.rounds - best) <= 1, (allocation, best)
+    variance = found.moments.tau_process2 + found.round_variance / allocation.rounds
+    width = lambda k: t_quantile(0.975, k - 1) * math.sqrt(variance / k)  # noqa: E731
+    assert width(allocation.processes) <= math.log1p(0.03)
+    assert allocation.processes == 2 or width(allocation.processes - 1) > math.log1p(0.03)
+
+
+def test_more_spread_between_processes_takes_more_processes_and_fewer_rounds_each():
+    quiet, noisy = components(0.005).allocation(0.03), components(0.08).allocation(0.03)
+    assert noisy.processes > quiet.processes and noisy.rounds < quiet.rounds
+    assert components(0.0).allocation(0.03).rounds == MAX_ROUNDS  # nothing above the rounds varies
+
+
+def process_record(points: list[float], rounds: int = 24):
+    """A case's record of one process: its sessions at `points`, each +-1%, and its phases."""
+    record = make_record()
+    timing = Timing(RoundPlan(rounds, rounds, rounds), 4, False, TimeSummary.of([1.0]), TimeSummary.of([1.0]))
+    sessions = [Interval(p, p / 1.01, p * 1.01) for p in points]
+    phases = {"first calls (compilation)": 4.0, "warm-up": 2.0, "timed rounds": 1.2, "more sessions (--sessions)": 1.2}
+    return replace(record, timing=timing, sessions=sessions, phases_s=phases)
+
+
+def test_a_cases_components_and_costs_come_from_its_processes_records():
+    """Two processes at 1.0x and 1.2x, each steady over its two sessions: all the spread is the processes'; a
+    round costs its share of the timed phases and a process its first calls and warm-up."""
+    found = Components.of("case", [process_record([1.0, 1.0]), process_record([1.2, 1.2])])
+    assert found is not None and (found.processes, found.sessions, found.rounds) == (2, 2, 24)
+    assert found.tau_session == 0.0
+    # Between-process mean square S * sum (m - grand)^2 / (P - 1) = ln(1.2)^2, none within: tau_p^2 = ln(1.2)^2 / S.
+    assert found.tau_process == pytest.approx(math.log(1.2) / math.sqrt(2), rel=1e-9)
+    assert found.round_s == pytest.approx(2.4 / 48) and found.process_s == pytest.approx(6.0)
+    assert Components.of("case", [process_record([1.0, 1.0])]) is None  # one process tells no spread
+
+
+def test_the_components_command_times_each_case_in_fresh_processes_of_sessions(pytester):
+    pytester.makeconftest('pytest_plugins = ["optbench.plugin"]\n')
+    pytester.makepyfile(test_synthetic=HALF_THE_WORK)
+    command = [sys.executable, "-m", "optbench", "components", "--tests", "test_synthetic.py", "--processes", "2"]
+    command += ["--sessions", "2", "--", "--case-budget", "0.3", "--block-target", "0.01", "--min-rounds", "4"]
+    finished = subprocess.run(command, cwd=pytester.path, capture_output=True, text=True, check=False)
+    assert finished.returncode == 0, finished.stderr[-2000:]
+    table = (pytester.path / "components.md").read_text()
+    (row,) = [line for line in table.splitlines() if line.startswith("| test_half_the_work")]
+    assert "| 2 x 2 x " in row and "median over 1 cases" in table, table
+    refused = subprocess.run([*command[:4], "--processes", "1"], cwd=pytester.path, capture_output=True, text=True)
+    assert refused.returncode == 2 and "at least 2" in refused.stderr
