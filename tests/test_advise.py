@@ -242,10 +242,11 @@ def test_advise_on_the_cnn_example_writes_a_table_a_recipe_and_measures_it_end_t
     """On the cnn example's CNN with autograd extras (WithAutogradExtras), so that the recipe always holds
     inference_mode and is measured end to end, whether or not a reduced dtype pays on this CPU."""
     example = ROOT / "examples" / "cnn_bn.py"
+    # The profile's 24 rounds, not --min-rounds 4: the advice word is the interval's to say, and with 4 rounds on a
+    # CI worker sharing the CPU inference_mode read 2.13x [0.93, 4.90] and was advised "skip" (2026-12-06).
     run = advise(
         "--model", f"{HERE}:autograd_heavy_model", "--inputs", f"{example}:inputs", "--model-name", "cnn",
         "--", "-k", "reduced_precision or (grad-vs-inference_mode and not no_grad)", "--case-budget", "1",
-        "--min-rounds", "4",
         cwd=tmp_path,
     )  # fmt: skip
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
@@ -276,7 +277,7 @@ def test_advise_on_a_training_setup_advises_its_tricks_and_measures_its_training
     always holds set_to_none and is measured end to end."""
     run = advise(
         "--train", f"{HERE}:costly_zero_fill_training", "--model-name", "cnn",
-        "--", "-k", "zero_grad or channels_last_training", "--case-budget", "1", "--min-rounds", "4",
+        "--", "-k", "zero_grad or channels_last_training", "--case-budget", "1",
         cwd=tmp_path,
     )  # fmt: skip
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
