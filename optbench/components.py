@@ -51,6 +51,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .order import collect, timed_records
+from .profiles import MIN_ROUNDS_FLOOR, MOST_ROUNDS
 from .record import Record
 from .regression import within_run_error
 from .report import case_label, markdown_table
@@ -59,8 +60,6 @@ from .stats import t_quantile
 PROCESS_PHASES = ("setup", "first calls (compilation)", "warm-up")
 """What a process costs besides its timed rounds: what each extra process repeats."""
 ROUND_PHASES = ("timed rounds", "more sessions (--sessions)")
-MIN_ROUNDS = 4
-MAX_ROUNDS = 2000
 
 
 @dataclass(frozen=True)
@@ -126,25 +125,30 @@ class Components:
     def of(cls, case: str, records: Sequence[Record]) -> Components | None:
         """From the records of one case, one per process, each with its sessions (`--sessions S`); None where
         fewer than two processes timed it in at least two sessions each."""
-        timed = [r for r in records if r.sessions and len(r.sessions) >= 2 and r.timing and r.timing.plan]
-        sessions = min((len(r.sessions or ()) for r in timed), default=0)
+        timed = [
+            (r.sessions, r.timing.plan.rounds, r)
+            for r in records
+            if r.sessions and len(r.sessions) >= 2 and r.timing and r.timing.plan
+        ]
         if len(timed) < 2:
             return None
-        logs = [[math.log(s.point) for s in (r.sessions or [])[:sessions]] for r in timed]
-        errors = [[within_run_error(s.low, s.high) for s in (r.sessions or [])[:sessions]] for r in timed]
-        rounds = statistics.median(r.timing.plan.rounds for r in timed if r.timing and r.timing.plan)
-        round_s = statistics.fmean(_phases(r, ROUND_PHASES) / (len(r.sessions or []) * rounds) for r in timed)
-        process_s = statistics.fmean(_phases(r, PROCESS_PHASES) for r in timed)
-        return cls(case, len(timed), sessions, int(rounds), moments(logs, errors), round_s, process_s)
+        sessions = min(len(intervals) for intervals, _, _ in timed)
+        logs = [[math.log(s.point) for s in intervals[:sessions]] for intervals, _, _ in timed]
+        errors = [[within_run_error(s.low, s.high) for s in intervals[:sessions]] for intervals, _, _ in timed]
+        # Each process planned its own rounds from its pilot: a round's cost is its own phases over its own rounds.
+        round_s = statistics.fmean(_phases(r, ROUND_PHASES) / (len(intervals) * n) for intervals, n, r in timed)
+        process_s = statistics.fmean(_phases(r, PROCESS_PHASES) for _, _, r in timed)
+        rounds = round(statistics.median(n for _, n, _ in timed))
+        return cls(case, len(timed), sessions, rounds, moments(logs, errors), round_s, process_s)
 
     def allocation(self, half_width: float) -> Allocation:
         """Rounds per process and processes for an interval of +-half_width at least cost (module docstring)."""
         tau2 = self.tau_process**2 + self.tau_session**2
         if tau2 > 0 and self.round_s > 0:
             best = math.sqrt(self.process_s / self.round_s * self.round_variance / tau2)
-            rounds = min(MAX_ROUNDS, max(MIN_ROUNDS, round(best)))
+            rounds = min(MOST_ROUNDS, max(MIN_ROUNDS_FLOOR, round(best)))
         else:
-            rounds = MAX_ROUNDS
+            rounds = MOST_ROUNDS
         variance = tau2 + self.round_variance / rounds
         target = math.log1p(half_width)
         processes = 2

@@ -30,7 +30,7 @@ from .gate import GateSettings
 from .isolation import Finished, Outcome, Zygote, preloaded_modules, scratch_dir
 from .outputs import OutputError, writable_folder
 from .own_model import SpecError, load_training, load_workload
-from .profiles import PROFILES, SMOKE_MARKER_HELP, Profile, outside_smoke_subset
+from .profiles import MIN_ROUNDS_FLOOR, PROFILES, SMOKE_MARKER_HELP, Profile, outside_smoke_subset
 from .progress import (
     MODES,
     PHASE_FILE,
@@ -68,7 +68,6 @@ from .workload import InferenceWorkload
 # resets torch.compile's caches, which imports torch._dynamo, and the case's interval needs scipy.stats
 # (optbench.stats imports it at first use, so a pytest process that times nothing does not pay for it).
 ZYGOTE_PRELOAD = ("torch._dynamo", "scipy.stats")
-MIN_ROUNDS_FLOOR = 4
 
 DETERMINISTIC_CUBLAS = ":4096:8"
 """CUBLAS_WORKSPACE_CONFIG that makes cuBLAS deterministic, as torch.use_deterministic_algorithms asks."""

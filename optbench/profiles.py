@@ -76,6 +76,10 @@ PROFILES: dict[str, Profile] = {
 }
 
 
+MIN_ROUNDS_FLOOR = 4
+"""The fewest timed rounds `--min-rounds` or an allocation may ask for: two ABBA pairs."""
+MOST_ROUNDS = max(profile.max_rounds for profile in PROFILES.values())
+
 SMOKE_MARKER = "smoke"
 SMOKE_MARKER_HELP = (
     "smoke(*ids): under the smoke profile only these cases of the test run (each the id in its brackets, e.g. "

@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 from synthetic import HALF_THE_WORK
 
-from optbench.components import MAX_ROUNDS, Components, Moments, moments
+from optbench.components import Components, Moments, moments
 from optbench.measurement import RoundPlan
+from optbench.profiles import MIN_ROUNDS_FLOOR, MOST_ROUNDS
 from optbench.record import TimeSummary, Timing
 from optbench.stats import Interval, t_quantile
 from tests.records import make_record
@@ -48,35 +49,45 @@ def test_an_unbalanced_or_too_small_design_is_refused():
         moments([[0.1, 0.2], [0.1]], [[0.01, 0.01], [0.01]])
 
 
-def components(tau_process: float, rounds_se: float = 0.01) -> Components:
-    return Components("smoke:b.py::test_x[a]", 5, 3, 24, Moments(rounds_se**2, 0.0, tau_process**2), 0.05, 6.0)
+def components(tau_process: float, tau_session: float = 0.0, rounds_se: float = 0.01) -> Components:
+    moments = Moments(rounds_se**2, tau_session**2, tau_process**2)
+    return Components("smoke:b.py::test_x[a]", 5, 3, 24, moments, 0.05, 6.0)
+
+
+def per_process_variance(found: Components, rounds: int) -> float:
+    """v: one process's variance of ln(speedup) with `rounds` rounds in one session (module docstring)."""
+    return found.moments.tau_process2 + found.moments.tau_session2 + found.round_variance / rounds
 
 
 def cost_for_variance(found: Components, rounds: int) -> float:
     """What a given precision V costs with `rounds` per process, up to the factor 1 / V: it takes k = v / V
     processes of variance v each, and each costs a process and its rounds."""
-    per_process_variance = found.moments.tau_process2 + found.round_variance / rounds
-    return per_process_variance * (found.process_s + rounds * found.round_s)
+    return per_process_variance(found, rounds) * (found.process_s + rounds * found.round_s)
 
 
-@pytest.mark.parametrize("tau_process", [0.005, 0.02, 0.08])
-def test_the_allocation_takes_the_rounds_per_process_that_cost_least(tau_process):
+@pytest.mark.parametrize(
+    ("tau_process", "tau_session"), [(0.005, 0.0), (0.02, 0.01), (0.08, 0.0), (0.0, 0.03), (0.0, 0.0)]
+)
+def test_the_allocation_takes_the_rounds_per_process_that_cost_least(tau_process, tau_session):
     """Brute force over every count of rounds per process: none buys the same precision for less than the one
-    chosen (within rounding to a whole round); then the least processes that reach the target, and no fewer."""
-    found = components(tau_process)
+    chosen (within rounding to a whole round); then the least processes that reach the target, and no fewer,
+    and what they cost."""
+    found = components(tau_process, tau_session)
     allocation = found.allocation(0.03)
-    best = min(range(4, MAX_ROUNDS + 1), key=lambda rounds: cost_for_variance(found, rounds))
+    best = min(range(MIN_ROUNDS_FLOOR, MOST_ROUNDS + 1), key=lambda rounds: cost_for_variance(found, rounds))
     assert abs(allocation.rounds - best) <= 1, (allocation, best)
-    variance = found.moments.tau_process2 + found.round_variance / allocation.rounds
+    variance = per_process_variance(found, allocation.rounds)
     width = lambda k: t_quantile(0.975, k - 1) * math.sqrt(variance / k)  # noqa: E731
     assert width(allocation.processes) <= math.log1p(0.03)
     assert allocation.processes == 2 or width(allocation.processes - 1) > math.log1p(0.03)
+    per_process_s = found.process_s + allocation.rounds * found.round_s
+    assert allocation.seconds == pytest.approx(allocation.processes * per_process_s)
 
 
 def test_more_spread_between_processes_takes_more_processes_and_fewer_rounds_each():
     quiet, noisy = components(0.005).allocation(0.03), components(0.08).allocation(0.03)
     assert noisy.processes > quiet.processes and noisy.rounds < quiet.rounds
-    assert components(0.0).allocation(0.03).rounds == MAX_ROUNDS  # nothing above the rounds varies
+    assert components(0.0).allocation(0.03).rounds == MOST_ROUNDS  # nothing above the rounds varies
 
 
 def process_record(points: list[float], rounds: int = 24):
@@ -90,13 +101,16 @@ def process_record(points: list[float], rounds: int = 24):
 
 def test_a_cases_components_and_costs_come_from_its_processes_records():
     """Two processes at 1.0x and 1.2x, each steady over its two sessions: all the spread is the processes'; a
-    round costs its share of the timed phases and a process its first calls and warm-up."""
-    found = Components.of("case", [process_record([1.0, 1.0]), process_record([1.2, 1.2])])
-    assert found is not None and (found.processes, found.sessions, found.rounds) == (2, 2, 24)
+    round costs its share of the timed phases over its own process's rounds, and a process its first calls and
+    warm-up. A record without sessions (an untimed process) is left out."""
+    untimed = replace(process_record([1.0, 1.0]), sessions=None)
+    found = Components.of("case", [process_record([1.0, 1.0]), process_record([1.2, 1.2], rounds=48), untimed])
+    assert found is not None and (found.processes, found.sessions, found.rounds) == (2, 2, 36)
     assert found.tau_session == 0.0
     # Between-process mean square S * sum (m - grand)^2 / (P - 1) = ln(1.2)^2, none within: tau_p^2 = ln(1.2)^2 / S.
     assert found.tau_process == pytest.approx(math.log(1.2) / math.sqrt(2), rel=1e-9)
-    assert found.round_s == pytest.approx(2.4 / 48) and found.process_s == pytest.approx(6.0)
+    assert found.round_s == pytest.approx((2.4 / 48 + 2.4 / 96) / 2) and found.process_s == pytest.approx(6.0)
+    assert found.moments.within == pytest.approx((math.log(1.01) / 1.959964) ** 2, rel=1e-5)  # +-1% at 95%
     assert Components.of("case", [process_record([1.0, 1.0])]) is None  # one process tells no spread
 
 
