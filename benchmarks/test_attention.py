@@ -42,6 +42,8 @@ def test_sdpa(optbench, profile, device, length, dtype, backend):
     optbench.run(sdpa_case(shape, DTYPES[dtype], device, FLOORS[length], backend))
 
 
+# Smoke: the causal mask; the sliding window (the same block-mask path, more blocks skipped) in standard.
+@pytest.mark.smoke("causal")
 @pytest.mark.parametrize("mask", MASKS)
 def test_flex_attention(optbench, profile, device, mask):
     mask_mod, floor = MASKS[mask]

@@ -23,6 +23,8 @@ FLOORS = {
 }
 
 
+# Smoke: fp32, and one reduced format (the same conversion path as the other); fp16 in standard.
+@pytest.mark.smoke("fp32-resnet", "bf16-resnet")
 @pytest.mark.workloads("resnet")
 @pytest.mark.parametrize("dtype", list(FLOORS), ids=dtype_name)
 def test_channels_last(optbench, workload, dtype, profile):

@@ -26,6 +26,9 @@ LARGEST = {"smoke": 64, "standard": 512}
 FLOORS = {"dynamic": 0.95, "mark_dynamic": 0.95, "buckets": 0.9}
 
 
+# Smoke: each policy once, on each workload at least once (the varying dim is the sequence on ln-mlp, the batch on
+# tiny-mlp); the other three in standard.
+@pytest.mark.smoke("mark_dynamic-ln-mlp", "dynamic-tiny-mlp", "buckets-tiny-mlp")
 @pytest.mark.workloads(*VARYING_DIM)
 @pytest.mark.parametrize("policy", list(FLOORS))
 def test_dynamic_shapes(optbench, workload, profile, policy):

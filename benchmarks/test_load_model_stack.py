@@ -30,6 +30,8 @@ FLOORS = {
 WORKLOADS = ["resnet", "vit"]
 
 
+# Smoke: each stack once, on different workloads; the other pairing in standard.
+@pytest.mark.smoke("mixed-precision-resnet", "fp32-vit")
 @pytest.mark.workloads(*WORKLOADS)
 @pytest.mark.parametrize("precision", list(MIXED_PRECISION))
 def test_load_model_stack(optbench, workload, precision, device):
@@ -37,6 +39,7 @@ def test_load_model_stack(optbench, workload, precision, device):
     optbench.run(seed_stack(workload, MIXED_PRECISION[precision], device, floor))
 
 
+@pytest.mark.smoke("resnet")  # the order's effect once; the ViT in standard
 @pytest.mark.workloads(*WORKLOADS)
 def test_compile_before_conversion(optbench, workload, device):
     """Right order (convert, compile) vs wrong order (compile, run, convert): does the order matter?"""

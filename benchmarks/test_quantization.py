@@ -16,6 +16,14 @@ from optbench.quantization import SCHEMES, quantized
 FLOORS = {"int8-dynamic": 1.0, "int8-weight-only": 1.0, "int4-weight-only": 1.0, "float8-dynamic": 1.0}
 
 
+# Smoke: the int8 schemes once each, on different workloads (the other pairing in standard); the CUDA-only schemes
+# on both.
+CUDA_ONLY = [
+    f"{scheme}-{workload}" for scheme in SCHEMES if not scheme.startswith("int8") for workload in ("ln-mlp", "vit")
+]
+
+
+@pytest.mark.smoke("int8-dynamic-ln-mlp", "int8-weight-only-vit", *CUDA_ONLY)
 @pytest.mark.workloads("ln-mlp", "vit")
 @pytest.mark.parametrize("scheme", list(SCHEMES))
 def test_quantization(optbench, workload, profile, scheme):

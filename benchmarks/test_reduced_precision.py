@@ -24,6 +24,8 @@ FLOORS = {
 PAYS_ON = {torch.bfloat16: (AMPERE, AMX), torch.float16: (VOLTA,)}
 
 
+# Smoke: each format on the convolutional and the transformer workload, and the batch-1 latency one once.
+@pytest.mark.smoke("bf16-resnet", "bf16-vit", "fp16-vit", "fp16-vit-b1")
 @pytest.mark.workloads(*FLOORS)
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=dtype_name)
 def test_reduced_precision(optbench, workload, dtype, profile):
