@@ -667,7 +667,8 @@ class OptbenchSession:
 
     @pytest.hookimpl
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        self._print_estimate(sum(map(is_case, session.items)))
+        # Cases skipped by marker (the smoke subset) are known now and cost nothing; a device's skips come later.
+        self._print_estimate(sum(is_case(item) and not item.get_closest_marker("skip") for item in session.items))
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from optbench.progress import is_case
 from tests.catalogue_run import ROOT
 
 OWN_MODEL = "examples/cnn_bn.py"
@@ -58,3 +59,11 @@ def test_standard_and_the_users_own_model_run_every_variant(monkeypatch):
     assert any(item.originalname == "test_inference_mode" for item in own)
     for items in (standard, own):
         assert [item.nodeid for item in items if skip_reason(item)] == []
+
+
+def test_the_run_s_estimate_counts_no_case_the_smoke_subset_skips(monkeypatch, capsys):
+    monkeypatch.chdir(ROOT)
+    items = collect("--profile", "smoke")
+    skipped = [item for item in items if is_case(item) and skip_reason(item)]
+    assert skipped
+    assert f" for {sum(map(is_case, items)) - len(skipped)} cases on 1 worker(s)" in capsys.readouterr().out
