@@ -184,20 +184,22 @@ class RoundPlan:
     def budget_limited(self) -> bool:
         return self.rounds < self.needed_for_target
 
-    def beyond_time_limit(self, elapsed_s: float, limit_s: float) -> str | None:
-        """Why the planned rounds cannot finish within the case's time limit, after `elapsed_s` of first calls and
-        warm-up; None where they can. The plan never goes below the profile's minimum rounds (an interval needs
-        them), so a case whose calls are long (a stream of sizes through a segmentation model, compiled with
-        dynamic=True: 10 s a round on a 2-core CPU) can need more than its limit; said before the rounds start,
-        it skips with what to raise, rather than timing out minutes later."""
-        needed_s = self.rounds * self.round_s
+    def beyond_time_limit(self, elapsed_s: float, limit_s: float, sessions: int = 1) -> str | None:
+        """Why the planned rounds, `sessions` times over (--sessions), cannot finish within the case's time limit
+        after `elapsed_s` of first calls and warm-up; None where they can. The plan never goes below the profile's
+        minimum rounds (an interval needs them), so a case whose calls are long (a stream of sizes through a
+        segmentation model, compiled with dynamic=True: 10 s a round on a 2-core CPU) can need more than its
+        limit; said before the rounds start, it skips with what to raise, rather than timing out minutes later."""
+        needed_s = sessions * self.rounds * self.round_s
         if elapsed_s + needed_s <= limit_s:
             return None
         enough = 60 * math.ceil(2 * (elapsed_s + needed_s) / 60)  # the accuracy runs come after the rounds
+        rounds = f"{self.rounds} rounds of {self.round_s:.1f} s"
+        rounds = f"{sessions} sessions of {rounds}" if sessions > 1 else rounds
         return (
-            f"cannot be timed within its time limit here: {self.rounds} rounds of {self.round_s:.1f} s "
-            f"({needed_s:.0f} s, the fewest that give an interval) after {elapsed_s:.0f} s of first calls and "
-            f"warm-up exceed --case-timeout {limit_s:.0f}; rerun with --case-timeout {enough}"
+            f"cannot be timed within its time limit here: {rounds} ({needed_s:.0f} s, the fewest that give an "
+            f"interval) after {elapsed_s:.0f} s of first calls and warm-up exceed --case-timeout {limit_s:.0f}; "
+            f"rerun with --case-timeout {enough}"
         )
 
 

@@ -329,7 +329,7 @@ class CaseRunner:
         contention = None
         if timed:
             plan = plan_rounds(warmup, profile)
-            if too_long := plan.beyond_time_limit(phase.elapsed_s, profile.case_timeout_s):
+            if too_long := plan.beyond_time_limit(phase.elapsed_s, profile.case_timeout_s, settings.sessions):
                 pytest.skip(too_long)
             cpu_start = CpuTimes.now()
             rounds_progress = at_most_every(ROUNDS_REPORT_S, self.progress)

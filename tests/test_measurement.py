@@ -181,3 +181,8 @@ def test_rounds_that_cannot_finish_within_the_case_time_limit_say_so_before_they
         "cannot be timed within its time limit here: 24 rounds of 10.0 s (240 s, the fewest that give an "
         "interval) after 70 s of first calls and warm-up exceed --case-timeout 300; rerun with --case-timeout 660"
     )
+    # --sessions 3 times the rounds three times over: 50 + 720 s does not fit either.
+    assert plan.beyond_time_limit(elapsed_s=50, limit_s=300, sessions=3) == (
+        "cannot be timed within its time limit here: 3 sessions of 24 rounds of 10.0 s (720 s, the fewest that give "
+        "an interval) after 50 s of first calls and warm-up exceed --case-timeout 300; rerun with --case-timeout 1560"
+    )
