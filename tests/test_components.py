@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from synthetic import HALF_THE_WORK
 
-from optbench.components import Components, Moments, moments
+from optbench.components import Components, Moments, components_markdown, moments
 from optbench.measurement import RoundPlan
 from optbench.profiles import MIN_ROUNDS_FLOOR, MOST_ROUNDS
 from optbench.record import TimeSummary, Timing
@@ -88,6 +88,7 @@ def test_more_spread_between_processes_takes_more_processes_and_fewer_rounds_eac
     quiet, noisy = components(0.005).allocation(0.03), components(0.08).allocation(0.03)
     assert noisy.processes > quiet.processes and noisy.rounds < quiet.rounds
     assert components(0.0).allocation(0.03).rounds == MOST_ROUNDS  # nothing above the rounds varies
+    assert replace(components(0.02), round_s=0.0).allocation(0.03).rounds == MOST_ROUNDS  # rounds cost nothing
 
 
 def process_record(points: list[float], rounds: int = 24):
@@ -105,7 +106,7 @@ def test_a_cases_components_and_costs_come_from_its_processes_records():
     warm-up. A record without sessions (an untimed process) is left out."""
     untimed = replace(process_record([1.0, 1.0]), sessions=None)
     found = Components.of("case", [process_record([1.0, 1.0]), process_record([1.2, 1.2], rounds=48), untimed])
-    assert found is not None and (found.processes, found.sessions, found.rounds) == (2, 2, 36)
+    assert found is not None and (found.case, found.processes, found.sessions, found.rounds) == ("case", 2, 2, 36)
     assert found.tau_session == 0.0
     # Between-process mean square S * sum (m - grand)^2 / (P - 1) = ln(1.2)^2, none within: tau_p^2 = ln(1.2)^2 / S.
     assert found.tau_process == pytest.approx(math.log(1.2) / math.sqrt(2), rel=1e-9)
@@ -126,3 +127,25 @@ def test_the_components_command_times_each_case_in_fresh_processes_of_sessions(p
     assert "| 2 x 2 x " in row and "median over 1 cases" in table, table
     refused = subprocess.run([*command[:4], "--processes", "1"], cwd=pytester.path, capture_output=True, text=True)
     assert refused.returncode == 2 and "at least 2" in refused.stderr
+
+
+def test_the_table_gives_each_case_its_levels_costs_and_allocation_and_the_median_of_the_cases():
+    """Case a by hand: round variance 24 x 1e-4, tau^2 = 0.02^2 (a negative tau_process^2 reads 0), so
+    r* = sqrt(9 / 0.25 x 2.4e-3 / 4e-4) = 14.7 -> 15 rounds; then V = 4e-4 + 2.4e-3 / 15 per process, and
+    t(4) sqrt(V / 5) = 2.94% <= ln 1.03 = 2.96% < t(3) sqrt(V / 4) = 3.77%: 5 processes, 5 x (9 + 15 x 0.25) s."""
+    a = Components("smoke:benchmarks/test_x.py::test_x[a]", 4, 3, 24, Moments(0.01**2, 0.02**2, -1e-4), 0.25, 9.0)
+    b = Components("smoke:benchmarks/test_x.py::test_x[b]", 2, 2, 50, Moments(0.03**2, 0.0, 0.04**2), 0.1, 3.0)
+    lines = components_markdown([a, b], 0.03).splitlines()
+    assert lines[0] == (
+        "| case | processes x sessions x rounds | within (session se) | tau session | tau process | round s | "
+        "process s | for +-3%: rounds x processes | its timing s |"
+    )
+    assert lines[2] == "| test_x[a] | 4 x 3 x 24 | 1.0% | 2.0% | 0.0% | 0.250 | 9.0 | 15 x 5 | 64 |"
+    assert lines[3] == f"| test_x[b] | 2 x 2 x 50 | 3.0% | 0.0% | 4.0% | 0.100 | 3.0 | {allocation_cells(b)} |"
+    assert lines[4:] == ["", "median over 2 cases: session se 2.0%, tau session 1.0%, tau process 2.0%"]
+    assert "median" not in components_markdown([], 0.03)
+
+
+def allocation_cells(found: Components) -> str:
+    allocation = found.allocation(0.03)
+    return f"{allocation.rounds} x {allocation.processes} | {allocation.seconds:.0f}"
