@@ -141,11 +141,7 @@ def test_the_table_gives_each_case_its_levels_costs_and_allocation_and_the_media
         "process s | for +-3%: rounds x processes | its timing s |"
     )
     assert lines[2] == "| test_x[a] | 4 x 3 x 24 | 1.0% | 2.0% | 0.0% | 0.250 | 9.0 | 15 x 5 | 64 |"
-    assert lines[3] == f"| test_x[b] | 2 x 2 x 50 | 3.0% | 0.0% | 4.0% | 0.100 | 3.0 | {allocation_cells(b)} |"
+    # b: r* = sqrt(3 / 0.1 x 0.045 / 1.6e-3) = 29.0; t(16) sqrt(V / 17) = 2.89% <= 2.96% < t(15) sqrt(V / 16) = 2.99%.
+    assert lines[3] == "| test_x[b] | 2 x 2 x 50 | 3.0% | 0.0% | 4.0% | 0.100 | 3.0 | 29 x 17 | 100 |"
     assert lines[4:] == ["", "median over 2 cases: session se 2.0%, tau session 1.0%, tau process 2.0%"]
     assert "median" not in components_markdown([], 0.03)
-
-
-def allocation_cells(found: Components) -> str:
-    allocation = found.allocation(0.03)
-    return f"{allocation.rounds} x {allocation.processes} | {allocation.seconds:.0f}"
