@@ -37,6 +37,7 @@ from .progress import (
     WORKER_PHASES,
     PhaseFile,
     Progress,
+    WorkerCases,
     WorkerPhase,
     is_case,
     progress_mode,
@@ -388,7 +389,7 @@ class OptbenchSession:
         self.own_training = self._own_training()
         self.own_recipe = self._own_recipe()
 
-    def _progress(self, cases: int) -> Progress | None:
+    def _progress(self, cases: frozenset[str]) -> Progress | None:
         """The live status on this run's terminal; None where this process does not write to it."""
         config = self.config
         reporter = config.pluginmanager.get_plugin("terminalreporter")
@@ -398,8 +399,9 @@ class OptbenchSession:
             return None
         workers = option(config, "numprocesses") if self.is_controller else 1
         progress = Progress(
-            config, mode, self.profile.case_estimate_s, cases, workers or 1, worker_phases=self.worker_phases
-        )
+            config, mode, self.profile.case_estimate_s, len(cases), workers or 1,
+            worker_phases=self.worker_phases, case_ids=cases,
+        )  # fmt: skip
         config.pluginmanager.register(progress, "optbench-progress")
         if self.is_controller:
             progress.redraw_every_second()
@@ -657,23 +659,32 @@ class OptbenchSession:
 
     # Hooks: on an xdist controller the workers' records arrive here through report.user_properties.
 
-    def _print_estimate(self, cases: int) -> None:
+    def _print_estimate(self, cases: frozenset[str]) -> None:
         terminal = self.config.pluginmanager.get_plugin("terminalreporter")
         if cases and terminal is not None and not self._estimated:
             workers = option(self.config, "numprocesses") if self.is_controller else 1
-            terminal.write_line(f"optbench: {self.profile.describe_estimate(cases, workers)}")
+            terminal.write_line(f"optbench: {self.profile.describe_estimate(len(cases), workers)}")
             self._estimated = True
             self.progress = self._progress(cases)
 
-    @pytest.hookimpl
+    @pytest.hookimpl(tryfirst=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         # Cases skipped by marker (the smoke subset) are known now and cost nothing; a device's skips come later.
-        self._print_estimate(sum(is_case(item) and not item.get_closest_marker("skip") for item in session.items))
+        cases = frozenset(
+            item.nodeid for item in session.items if is_case(item) and not item.get_closest_marker("skip")
+        )
+        folder = getattr(self.config, "workerinput", {}).get(WORKER_PHASES)
+        if folder:  # tryfirst: written before xdist's own hook tells the controller the collection is done
+            WorkerCases(Path(folder), str(xdist_worker())).write(cases)
+        self._print_estimate(cases)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
-        """An xdist controller collects nothing itself: every worker's collection is the whole run."""
-        self._print_estimate(len(ids))
+        """An xdist controller collects nothing itself: every worker's collection is the whole run, and the
+        worker's list says which of its tests are cases."""
+        if self.worker_phases is not None:
+            cases = WorkerCases(self.worker_phases, node.workerinput["workerid"]).read()
+            self._print_estimate(cases or frozenset())
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: object) -> None:

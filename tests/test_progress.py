@@ -247,3 +247,13 @@ def test_the_timed_rounds_are_told_at_most_once_a_second_and_a_new_phase_at_once
     report("timed rounds 8 of 24")
     report("accuracy")
     assert told == ["timed rounds 0 of 24", "timed rounds 8 of 24", "accuracy"]
+
+
+def test_an_xdist_controller_counts_only_the_cases_its_workers_collected(pytester):
+    """The controller hears node ids only; the harness's own 758 tests under `-n 2` once read "estimated 183 min
+    for 758 cases", none of them a case."""
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_a_plain=PLAIN_TESTS, test_b_cases=HANGS_IN_WARM_UP.replace("len(calls) == 5", "False"))
+    result = pytester.runpytest_subprocess("-n", "2", "--profile", "smoke", "--benchmark-disable", *FAST)
+    result.assert_outcomes(passed=5)
+    result.stdout.fnmatch_lines(["optbench: estimated * for 2 cases on 2 worker(s) *"])
