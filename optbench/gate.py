@@ -158,7 +158,7 @@ def _floor(verdict: Verdict, latest: Interval, floor: Floor, ceiling: float | No
 
 def judge(
     measurements: Sequence[Interval],
-    accuracy: Accuracy,
+    accuracy: Accuracy | None,
     floor: Floor,
     ceiling: float | None,
     baseline: Baseline | None,
@@ -169,9 +169,14 @@ def judge(
     in_effect: Sequence[InEffect] = (),
     memory: MemoryClaim | None = None,
 ) -> Verdict:
-    """Accuracy and compile checks everywhere; speed as the module docstring says. No measurements: untimed."""
+    """Accuracy and compile checks everywhere; speed as the module docstring says. No measurements: untimed. No
+    accuracy: not checked, which only a case not in effect may be (it fails on that)."""
     verdict = Verdict()
-    if unrepeatable_reference is not None:
+    if accuracy is None:
+        if not not_in_effect(in_effect):
+            raise ValueError("accuracy may go unchecked only where the optimization is not in effect")
+        verdict.notes.append("accuracy not checked: the optimization is not in effect")
+    elif unrepeatable_reference is not None:
         verdict.failures.append(
             f"reference not deterministic: two seeded runs differ ({unrepeatable_reference.text()}), "
             "so the optimization's accuracy cannot be judged"

@@ -300,6 +300,17 @@ def test_the_gate_fails_what_is_not_in_effect_everywhere():
     assert judge([], accuracy, Floor(1.2, applies_here=False), None, None, gate, in_effect=seen[:1]).status == "pass"
 
 
+def test_accuracy_goes_unchecked_only_where_the_optimization_is_not_in_effect():
+    gate = GateSettings(false_alarm_rate=0.02, min_effect=0.05, confirmations=2, accuracy_drift=0.5)
+    floor = Floor(1.2, applies_here=False)
+    seen = [InEffect("channels_last", True, "ran 2 of 2"), InEffect("autocast:bf16", False, "ran no matmul/conv")]
+    verdict = judge([], None, floor, None, None, gate, in_effect=seen)
+    assert verdict.failures == ["not in effect: autocast:bf16 ran no matmul/conv"]
+    assert "accuracy not checked: the optimization is not in effect" in verdict.notes
+    with pytest.raises(ValueError, match="only where the optimization is not in effect"):
+        judge([], None, floor, None, None, gate, in_effect=seen[:1])
+
+
 NOT_IN_EFFECT = """
 import torch
 from optbench import Case, Exact
@@ -323,6 +334,10 @@ def test_a_case_not_in_effect_fails_in_its_summary_and_is_never_stored_as_a_base
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["test_a_no_op *fail 1,*", "1. not in effect: planted did nothing (test_a_no_op)"])
     assert not list((pytester.path / "baselines").glob("*.json"))
+    # Failed on being a no-op, before its accuracy runs: the record says accuracy was not checked, and why.
+    (record,) = read_records(pytester.path / ".optbench")
+    assert record.accuracy is None and "accuracy" not in record.phases_s and "in effect" in record.phases_s
+    assert "accuracy not checked: the optimization is not in effect" in record.verdict.notes
 
 
 # (catalogue case, what its planted no-op fails as). Autocast is caught in test_amp[bf16-resnet], the case that
@@ -376,6 +391,7 @@ def test_planted_no_ops_in_real_catalogue_cases_fail_as_not_in_effect_without_hi
     failures = {record.node_id: record.verdict.failures for record in read_records(tmp_path)}
     for node, failure in planted.items():
         assert any(fnmatch(line, failure) for line in failures[f"benchmarks/{node}"]), (node, failures)
+    assert all(record.accuracy is None for record in read_records(tmp_path))  # failed before their accuracy ran
     assert f"{len(planted)} failed" in output
     # --update-baselines, and still nothing stored: a case not in effect is never anyone's baseline.
     assert not list((tmp_path / "empty").glob("*.json"))
