@@ -20,7 +20,6 @@ from functools import partial
 
 import pytest
 import torch
-from transformers import CompileConfig
 
 from fixtures.causal_lm import latency_split, median_split, run_counting_compiled_regions, tokens_and_logits
 from optbench import Case, Requires
@@ -65,6 +64,10 @@ class CompiledDecoding:
         self.fallback_reason = None
 
     def _config(self, fullgraph):
+        # Imported here, as fixtures.causal_lm imports transformers: at the top of this file it cost every
+        # collection of the catalogue 4-5 s, whether or not a causal-LM case was selected.
+        from transformers import CompileConfig
+
         config = CompileConfig(fullgraph=fullgraph, mode=self.mode)
         # transformers compiles only on accelerators unless this switch of its CompileConfig is set.
         config._compile_all_devices = True
