@@ -132,6 +132,25 @@ def session_rounds(
     return [reference_s for reference_s, _ in pairs], [optimized_s for _, optimized_s in pairs]
 
 
+class BeyondTimeLimit(Exception):
+    """The fewest rounds that give a case an interval cannot finish within its time limit; the message says what
+    to rerun with."""
+
+
+def time_limit_problem(rounds: str, needed_s: float, elapsed_s: float, spent_on: str, limit_s: float) -> str | None:
+    """Why `rounds`, needing `needed_s`, cannot finish within `limit_s` after `elapsed_s` spent on `spent_on`;
+    None where they can. The limit to rerun with allows twice the time, rounded up to a minute: the accuracy
+    runs come after the rounds."""
+    if elapsed_s + needed_s <= limit_s:
+        return None
+    enough = 60 * math.ceil(2 * (elapsed_s + needed_s) / 60)
+    return (
+        f"cannot be timed within its time limit here: {rounds} ({needed_s:.0f} s, the fewest that give an "
+        f"interval) after {elapsed_s:.0f} s of {spent_on} exceed --case-timeout {limit_s:.0f}; "
+        f"rerun with --case-timeout {enough}"
+    )
+
+
 def warm_up(
     reference: Callable[[], Any],
     optimized: Callable[[], Any],
@@ -139,16 +158,34 @@ def warm_up(
     profile: Profile,
     first: FirstCalls,
     flush: CacheFlush | None = None,
+    elapsed_s: float = 0.0,
+    limit_s: float = math.inf,
 ) -> WarmUp:
     """Chooses the block length, then runs ABBA block rounds until both variants' last two windows agree.
 
     A fixed handful of calls is not enough: oneDNN and cuDNN pick and cache
     kernels over the first calls, and allocators grow their pools. The last
     two windows of rounds are the pilot the round planner learns the spread from.
+
+    A warm-up takes at least a window of rounds past its deadline, and the timed rounds at least the profile's
+    minimum: where even those, at the faster side's probed call time, cannot finish within `limit_s` of the
+    case's `elapsed_s`, this raises BeyondTimeLimit before any round runs. dynamic=True on MobileNetV3-Small's
+    stream of sizes (2-core AVX2 EPYC, beside other work) was still warming up when the 300 s limit stopped it.
     """
+    started = time.monotonic()
     probe = min(clock.time_block(reference, 2).host_s, clock.time_block(optimized, 2).host_s)
     blocks = Blocks(clock, block_calls(probe, profile, cold_cache=flush is not None), flush)
     window = profile.warmup_window
+    round_s = 2 * probe * (blocks.calls + 1)  # a primer call besides the timed ones in each of the two blocks
+    problem = time_limit_problem(
+        f"{window} warm-up and {profile.min_rounds} timed rounds of at least {round_s:.1f} s",
+        (window + profile.min_rounds) * round_s,
+        elapsed_s + time.monotonic() - started,
+        "first calls",
+        limit_s,
+    )
+    if problem:
+        raise BeyondTimeLimit(problem)
     reference_times: list[float] = []
     optimized_times: list[float] = []
     # Never longer than the timed rounds may take: a short --case-budget shortens the warm-up too.
@@ -190,17 +227,10 @@ class RoundPlan:
         minimum rounds (an interval needs them), so a case whose calls are long (a stream of sizes through a
         segmentation model, compiled with dynamic=True: 10 s a round on a 2-core CPU) can need more than its
         limit; said before the rounds start, it skips with what to raise, rather than timing out minutes later."""
-        needed_s = sessions * self.rounds * self.round_s
-        if elapsed_s + needed_s <= limit_s:
-            return None
-        enough = 60 * math.ceil(2 * (elapsed_s + needed_s) / 60)  # the accuracy runs come after the rounds
         rounds = f"{self.rounds} rounds of {self.round_s:.1f} s"
         rounds = f"{sessions} sessions of {rounds}" if sessions > 1 else rounds
-        return (
-            f"cannot be timed within its time limit here: {rounds} ({needed_s:.0f} s, the fewest that give an "
-            f"interval) after {elapsed_s:.0f} s of first calls and warm-up exceed --case-timeout {limit_s:.0f}; "
-            f"rerun with --case-timeout {enough}"
-        )
+        needed_s = sessions * self.rounds * self.round_s
+        return time_limit_problem(rounds, needed_s, elapsed_s, "first calls and warm-up", limit_s)
 
 
 def plan_rounds(warmup: WarmUp, profile: Profile) -> RoundPlan:

@@ -30,6 +30,7 @@ from .in_effect import failures as not_in_effect
 from .internals import benchmark_timing, compile_counts_problem, compile_errors_fall_back_to_eager
 from .isolation import Finished, IsolationError
 from .measurement import (
+    BeyondTimeLimit,
     Blocks,
     FirstCalls,
     RoundPlan,
@@ -323,7 +324,15 @@ class CaseRunner:
         phase.enter("warm-up")
         timed = self.benchmark.enabled
         flush = CacheFlush(settings.device) if case.cold_cache else None
-        warmup = warm_up(case.reference, optimized, clock, profile, first, flush) if timed else WarmUp.skipped(first)
+        if timed:
+            try:
+                warmup = warm_up(
+                    case.reference, optimized, clock, profile, first, flush, phase.elapsed_s, profile.case_timeout_s
+                )
+            except BeyondTimeLimit as too_long:
+                pytest.skip(str(too_long))
+        else:
+            warmup = WarmUp.skipped(first)
         # Timing first, before anything else heavy runs in this process: the fp64 truth, the profiler and the
         # accuracy runs change the allocator's state, and with it the speedup (optbench.isolation).
         plan = rounds = speedup = sessions = None

@@ -1,5 +1,7 @@
 """Block rounds, cold-cache mode, CUDA-event timing (with a fake CUDA) and NVML clock readings (with a fake NVML)."""
 
+import re
+import time
 import types
 
 import pytest
@@ -10,6 +12,7 @@ from optbench.clock import DeviceClock
 from optbench.gpu_clocks import GpuClocks, GpuState, clock_note
 from optbench.measurement import (
     MIN_BLOCK_CALLS,
+    BeyondTimeLimit,
     Blocks,
     RoundPlan,
     block_calls,
@@ -53,6 +56,30 @@ def test_warm_up_chooses_blocks_from_the_call_time_and_pilots_both_variants():
     warmup = warm_up(same, same, clock, SMOKE, first)
     assert warmup.block_calls > MIN_BLOCK_CALLS
     assert len(warmup.pilot_reference) == len(warmup.pilot_optimized) == 2 * SMOKE.warmup_window
+
+
+def test_a_warm_up_that_cannot_finish_with_the_fewest_rounds_in_time_says_so_before_its_rounds():
+    """50 ms calls: the fewest rounds (a warm-up window and the minimum timed rounds, each round two blocks with
+    their primers) take far more than a 3 s limit allows after 1 s of first calls; with 300 s they fit."""
+    clock = DeviceClock(CPU)
+    first = first_calls(lambda: torch.ones(4), lambda: torch.ones(4), clock)
+    calls = []
+
+    def slow():
+        calls.append(1)
+        time.sleep(0.05)
+
+    started = time.monotonic()
+    with pytest.raises(BeyondTimeLimit) as raised:
+        warm_up(slow, slow, clock, SMOKE, first, elapsed_s=1.0, limit_s=3.0)
+    assert time.monotonic() - started < 1.0 and len(calls) == 4  # the probe's two calls a side, no round
+    fewest = f"{SMOKE.warmup_window} warm-up and {SMOKE.min_rounds} timed rounds of at least "
+    assert str(raised.value).startswith(f"cannot be timed within its time limit here: {fewest}")
+    assert re.search(
+        r"after 1 s of first calls exceed --case-timeout 3; rerun with --case-timeout \d+$", str(raised.value)
+    )
+    budget = SMOKE.with_overrides(case_budget_s=0.5, warmup_budget_s=0.5)
+    assert warm_up(slow, slow, clock, budget, first, elapsed_s=1.0, limit_s=300.0).pairs >= SMOKE.warmup_window
 
 
 def test_the_cache_flush_writes_twice_the_last_level_cache(tmp_path):
