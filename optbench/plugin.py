@@ -683,8 +683,7 @@ class OptbenchSession:
         """An xdist controller collects nothing itself: every worker's collection is the whole run, and the
         worker's list says which of its tests are cases."""
         if self.worker_phases is not None:
-            cases = WorkerCases(self.worker_phases, node.workerinput["workerid"]).read()
-            self._print_estimate(cases or frozenset())
+            self._print_estimate(WorkerCases(self.worker_phases, node.workerinput["workerid"]).read())
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: object) -> None:

@@ -104,12 +104,12 @@ class WorkerCases:
     def write(self, node_ids: Iterable[str]) -> None:
         self.file("".join(f"{node_id}\n" for node_id in node_ids))
 
-    def read(self) -> frozenset[str] | None:
-        """None where the worker left no list."""
+    def read(self) -> frozenset[str]:
+        """No case where the worker left no list."""
         try:
             return frozenset(self.file.path.read_text().splitlines())
         except FileNotFoundError:
-            return None
+            return frozenset()
 
 
 def read_worker_phases(folder: Path) -> dict[str, str]:
