@@ -32,6 +32,9 @@ def requirement(mode, workload):
     return MODES[mode]
 
 
+# Smoke: where fusion pays on a CPU (ln-mlp) and the per-op-bound batch-1 ViT, with the GPU-only modes and the
+# pointwise chain they keep; the ResNet and the batched ViT (the same compile path, 56 s of a CI run) in standard.
+@pytest.mark.smoke(*(f"{mode}-{workload}" for mode in MODES for workload in ("ln-mlp", "vit-b1", "pointwise")))
 @pytest.mark.workloads(*FLOORS)
 @pytest.mark.parametrize("mode", list(MODES))
 def test_compile(optbench, workload, mode):

@@ -27,6 +27,8 @@ MODES = {
 FLOORS = {"ln-mlp": 1.0, "resnet": 0.7}
 
 
+# Smoke: the LayerNorm/GELU step; the ResNet step (the same compiled-step path, 84 s of a CI run) in standard.
+@pytest.mark.smoke(*(f"{mode}-ln-mlp" for mode in MODES))
 @pytest.mark.trainings(*FLOORS)
 @pytest.mark.parametrize("mode", list(MODES))
 def test_compile_training(optbench, training, mode):

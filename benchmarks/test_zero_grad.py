@@ -20,6 +20,8 @@ from optbench.training import OFF
 FLOORS = {"wide-mlp": 1.05, "resnet": 0.9}
 
 
+# Smoke: the wide MLP, where the saved memory traffic shows; the seed's ResNet (50 s of a CI run) in standard.
+@pytest.mark.smoke("wide-mlp")
 @pytest.mark.trainings(*FLOORS)
 def test_zero_grad(optbench, training):
     optbench.run(

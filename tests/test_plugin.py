@@ -101,7 +101,7 @@ def test_a_machine_without_history_is_green_on_unchanged_code(project):
     result = project.runpytest_subprocess("--baselines-dir", str(project.path / "empty"), "--ci-target", "0.1", *FAST)
     result.assert_outcomes(passed=1, skipped=1)
     result.stdout.fnmatch_lines(
-        ["test_half_the_work *new *ok *pass 1", "1. no history on this machine*(test_half_the_work)"]
+        ["test_half_the_work *new *ok *pass 1*", "1. no history on this machine*(test_half_the_work)"]
     )
 
 
