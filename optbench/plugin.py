@@ -30,6 +30,7 @@ from .gate import GateSettings
 from .isolation import Finished, Outcome, Zygote, preloaded_modules, scratch_dir
 from .outputs import OutputError, writable_folder
 from .own_model import SpecError, load_training, load_workload
+from .processes import per_process_arguments, read_earlier, write_earlier
 from .profiles import MIN_ROUNDS_FLOOR, PROFILES, SMOKE_MARKER_HELP, Profile, outside_smoke_subset
 from .progress import (
     MODES,
@@ -53,6 +54,7 @@ from .runner import CaseRunner, RunSettings
 from .runs import saved_records
 from .shared import SHARED_ENV
 from .significance import ComparisonSettings
+from .stats import Interval
 from .training import TrainingWorkload
 from .workers import (
     WORKER_RUN_KEY,
@@ -218,6 +220,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--optbench-isolated", action="store_true", help=argparse.SUPPRESS)
     group.addoption("--optbench-independent", action="store_true", help=argparse.SUPPRESS)
     group.addoption("--optbench-gated-cases", type=int, default=None, help=argparse.SUPPRESS)
+    group.addoption("--optbench-timing-only", action="store_true", help=argparse.SUPPRESS)
+    group.addoption("--optbench-earlier", type=Path, default=None, help=argparse.SUPPRESS)
     group.addoption("--optbench-threads", type=int, default=None, help=argparse.SUPPRESS)
     group.addoption("--optbench-key-threads", type=int, default=None, help=argparse.SUPPRESS)
     group.addoption(
@@ -283,6 +287,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=1,
         help="time each case's rounds this many times back to back in its process and record each session's "
         "speedup: how much it drifts with time alone; `python -m optbench drift` tabulates them. Default 1.",
+    )
+    group.addoption(
+        "--processes",
+        type=_positive_count,
+        default=1,
+        metavar="K",
+        help="time each case in K fresh processes, its rounds divided among them, and give the interval across "
+        "them (t on K-1 degrees of freedom; optbench.processes): one that holds for the next run, which draws its "
+        "own process. Accuracy and memory are checked once, in the last. Default 1: one process's interval.",
     )
     group.addoption(
         "--model",
@@ -357,6 +370,10 @@ class OptbenchSession:
             torch.set_num_threads(option(config, "optbench_threads"))
         # Before any per-worker throttling: part of the environment key.
         self.threads = option(config, "optbench_key_threads") or torch.get_num_threads()
+        if option(config, "processes") > 1 and option(config, "isolation") != "process":
+            raise pytest.UsageError(
+                "--processes: a case's processes are forks of the run's zygote; drop --isolation none, or --processes"
+            )
         self.isolated = option(config, "optbench_isolated")
         """This process is one case's own (optbench.isolation): it writes the case's outcome for its parent."""
         self.is_controller = xdist_worker() is None and option(config, "dist", "no") != "no"
@@ -504,23 +521,43 @@ class OptbenchSession:
         return option(self.config, "isolation") == "process" and not self.is_helper
 
     def run_isolated(self, node_id: str) -> Finished:
-        """Runs the case `node_id` in a fresh fork of this run's zygote (optbench.isolation)."""
+        """Runs the case `node_id` in fresh forks of this run's zygote (optbench.isolation): with --processes K,
+        K - 1 forks that only time it, then one that times it too and checks and judges it with all K intervals."""
         if self._zygote is None:
             preload = preloaded_modules(self.config.pluginmanager.get_plugins())
             scratch = scratch_dir()
             environment = {**self._zygote_environment, SHARED_ENV: str(scratch / "shared")}
             self._zygote = Zygote(self.config.rootpath, preload, environment, scratch)
+        processes = option(self.config, "processes")
+        divided = per_process_arguments(self.profile, processes) if processes > 1 else []
+        earlier: list[Interval] = []
+        for number in range(1, processes):
+            timing = self._fork(node_id, [*divided, "--optbench-timing-only"], f"process {number} of {processes}")
+            if timing.record is None or timing.record.speedup is None:
+                break  # the last process meets what stopped this one, and says so
+            earlier.append(timing.record.speedup)
+        if earlier:
+            divided += ["--optbench-earlier", str(write_earlier(self._zygote.scratch, earlier))]
+        # Its own confirmations and independent timer run inside it, each within the case's time limit.
+        runs = 2 + self.settings().gate.confirmations
+        label = f"process {processes} of {processes}" if processes > 1 else None
+        return self._fork(node_id, divided, label, timeout_s=self.profile.case_timeout_s * runs + 120)
+
+    def _fork(self, node_id: str, extra: list[str], label: str | None, timeout_s: float | None = None) -> Finished:
+        """One fork of the zygote running the case as this run measures it, plus `extra` arguments, into a results
+        folder of its own; `label` prefixes the phases it reports."""
+        assert self._zygote is not None
         results = Path(tempfile.mkdtemp(prefix="case-", dir=self._zygote.scratch))
         arguments = case_arguments(self.config, node_id, results, gate=True)
         arguments += ["--optbench-isolated", "--optbench-gated-cases", str(self.settings().gate.gated_cases)]
         arguments += ["--optbench-threads", str(torch.get_num_threads()), "--optbench-key-threads", str(self.threads)]
         # Uncaptured: a crash's last words (a native abort, a print) reach the case's log, and its failure.
-        arguments += ["--device", str(self.device), "--capture", "no"]
-        # Its own confirmations and independent timer run inside it, each within the case's time limit.
-        runs = 2 + self.settings().gate.confirmations
+        arguments += ["--device", str(self.device), "--capture", "no", *extra]
         report = self.case_progress(node_id)
-        watch = (lambda: report(read_phase(results / PHASE_FILE) or "starting")) if report else None
-        return self._zygote.run(arguments, results, timeout_s=self.profile.case_timeout_s * runs + 120, watch=watch)
+        prefix = f"{label}: " if label else ""
+        watch = (lambda: report(prefix + (read_phase(results / PHASE_FILE) or "starting"))) if report else None
+        limit = timeout_s or self.profile.case_timeout_s + 120
+        return self._zygote.run(arguments, results, timeout_s=limit, watch=watch)
 
     def close_zygote(self) -> None:
         if self._zygote is not None:
@@ -633,6 +670,8 @@ class OptbenchSession:
                 compile_fallback=option(self.config, "compile_fallback"),
                 agree=option(self.config, "agree"),
                 sessions=option(self.config, "sessions"),
+                timing_only=option(self.config, "optbench_timing_only"),
+                earlier_processes=read_earlier(option(self.config, "optbench_earlier")),
                 plant_slowdown=option(self.config, "plant_slowdown"),
                 commit=current_commit(self.config.rootpath),
             )

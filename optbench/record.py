@@ -237,6 +237,9 @@ class Record:
     sessions: list[Interval] | None = None
     """With --sessions N: the speedup of each of N sessions of timed rounds, back to back in this case's process
     (the first is `speedup`); how much it drifts with time alone (optbench.drift)."""
+    processes: list[Interval] | None = None
+    """With --processes K: the speedup each of the case's K fresh processes measured, in the order they ran;
+    `speedup` is then the interval across them (optbench.processes)."""
     schema: int = SCHEMA
 
     @property

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 import pytest
 import torch
@@ -46,6 +46,7 @@ from .measurement import (
 from .memory import cuda_graphs_note, peak_memory_bytes
 from .memory_payoff import MemoryResult, memory_ratio
 from .planted import planted
+from .processes import across_processes
 from .profiles import Profile
 from .progress import at_most_every
 from .record import (
@@ -72,6 +73,9 @@ DOES_NOT_WORK = "does not work on this model: "
 """How a case on the user's model ends when its technique raises there (`Case.model_may_break`)."""
 
 
+TIMING_ONLY = "timing only: one of the case's processes (--processes) before its last, which judges it"
+Measuring = TypeVar("Measuring")
+
 ROUNDS_REPORT_S = 1.0
 """The timed rounds are reported at most this often: each report is a write, between rounds but inside the
 loop."""
@@ -93,6 +97,10 @@ class RunSettings:
     commit: str | None = None
     sessions: int = 1
     """Sessions of timed rounds per case, back to back in its process (--sessions; optbench.drift)."""
+    timing_only: bool = False
+    """This process is one of a case's --processes before its last: it times the case and records only that."""
+    earlier_processes: tuple[Interval, ...] = ()
+    """In a case's last process: the intervals its earlier processes measured (optbench.processes)."""
 
 
 @dataclass
@@ -165,18 +173,10 @@ class CaseRunner:
             return self._relay(case, finished)
         if self.independent_only:
             return self._time_independently(case)
-        # Each case compiles from scratch, so its compile time and graph counts are its own.
-        torch.compiler.reset()
         phase = Phase(self.progress)
-        fault: Exception | None = None
-        try:
-            fallback = compile_errors_fall_back_to_eager() if settings.compile_fallback else nullcontext()
-            with preserved_global_state(), fallback, time_limit(settings.profile.case_timeout_s, phase):
-                measured = self._measure(case, phase)
-        except Exception as error:
-            fault = error  # handled outside the except block, which keeps the traceback and its tensors alive
-        if fault is not None:
-            self._fail_on_fault(case, fault, phase.current)
+        if settings.timing_only:
+            return self._publish_timing(case, self._guarded(case, phase, self._time), phase)
+        measured = self._guarded(case, phase, self._measure)
         baseline = None if settings.update_baselines else settings.baselines.get(self.case_id)
         confirmations: list[Confirmation] = []
         verdict = self._verdict(case, measured, baseline, confirmations)
@@ -207,6 +207,33 @@ class CaseRunner:
             )
         if verdict.failures:
             pytest.fail(f"{self.case_id}: " + "; ".join(verdict.failures), pytrace=False)
+        return record
+
+    def _guarded(self, case: Case, phase: Phase, measure: Callable[[Case, Phase], Measuring]) -> Measuring:
+        """`measure(case, phase)` from a compiler reset, within the case's time limit; a fault fails the case."""
+        # Each case compiles from scratch, so its compile time and graph counts are its own.
+        torch.compiler.reset()
+        fault: Exception | None = None
+        try:
+            fallback = compile_errors_fall_back_to_eager() if self.settings.compile_fallback else nullcontext()
+            with preserved_global_state(), fallback, time_limit(self.settings.profile.case_timeout_s, phase):
+                return measure(case, phase)
+        except Exception as error:
+            fault = error  # handled outside the except block, which keeps the traceback and its tensors alive
+        self._fail_on_fault(case, fault, phase.current)
+
+    def _publish_timing(self, case: Case, timed: Timed, phase: Phase) -> Record:
+        """One of the case's processes before its last (--processes): its timing is all it records."""
+        record = Record(
+            **self.identity(case),
+            timing=Timing.of(timed.plan, timed.rounds, case.cold_cache) if timed.rounds else None,
+            speedup=timed.speedup,
+            warmup=WarmupSummary.of(timed.warmup),
+            compile=CompileSummary.of(timed.first.compile, timed.first.optimized_s),
+            phases_s=phase.durations_s,
+            verdict=VerdictSummary("pass", [], [], [TIMING_ONLY]),
+        )
+        self.publish(record)
         return record
 
     def _relay(self, case: Case, finished: Finished) -> Record:
@@ -307,7 +334,8 @@ class CaseRunner:
         """The record of a case that ended in a fault (time-out, OOM, compiler error) before it was judged."""
         return Record(**self.identity(case), verdict=VerdictSummary.fault(cause))
 
-    def _measure(self, case: Case, phase: Phase) -> Measured:
+    def _time(self, case: Case, phase: Phase) -> Timed:
+        """First calls, warm-up and the timed rounds: what runs before anything else heavy in the case's process."""
         settings = self.settings
         profile = settings.profile
         # The reference is timed with the timer and gc treatment pytest-benchmark gives the optimized calls;
@@ -322,9 +350,9 @@ class CaseRunner:
         phase.enter("first calls (compilation)")
         first = first_calls(case.reference, optimized, clock)
         phase.enter("warm-up")
-        timed = self.benchmark.enabled
+        enabled = self.benchmark.enabled
         flush = CacheFlush(settings.device) if case.cold_cache else None
-        if timed:
+        if enabled:
             try:
                 warmup = warm_up(
                     case.reference, optimized, clock, profile, first, flush, phase.elapsed_s, profile.case_timeout_s
@@ -338,7 +366,7 @@ class CaseRunner:
         plan = rounds = speedup = sessions = None
         phase.enter("timed rounds")
         contention = None
-        if timed:
+        if enabled:
             plan = plan_rounds(warmup, profile)
             if too_long := plan.beyond_time_limit(phase.elapsed_s, profile.case_timeout_s, settings.sessions):
                 pytest.skip(too_long)
@@ -357,8 +385,19 @@ class CaseRunner:
             contention = Contention.between(cpu_start, CpuTimes.now())
         else:
             self.benchmark.pedantic(case.optimized, rounds=1)  # pytest-benchmark expects its fixture used
+        return Timed(first, warmup, plan, rounds, speedup, sessions, contention, gpu, gpu_start)
+
+    def _measure(self, case: Case, phase: Phase) -> Measured:
+        settings = self.settings
+        timed = self._time(case, phase)
+        first, warmup, plan, speedup, gpu = timed.first, timed.warmup, timed.plan, timed.speedup, timed.gpu
+        processes = None
+        if speedup is not None and settings.earlier_processes:
+            processes = [*settings.earlier_processes, speedup]
+            across = across_processes(processes)
+            speedup = across.speedup
         independent = None
-        if timed and self.independent is not None:
+        if speedup is not None and self.independent is not None:
             phase.enter("independent timer (fresh process)")
             independent = self.independent()
         # Observed before accuracy: a case not in effect fails on that alone, and its accuracy runs (the fp64
@@ -387,8 +426,10 @@ class CaseRunner:
         extra_checks = [check(observed) for check in case.checks]
         phase.enter("verdict")
         gpu_end = gpu.read() if gpu else None
-        busy = contention.note if contention else None
-        notes = [note for note in (clock_note(gpu_start, gpu_end), gpu.problem if gpu else None, busy) if note]
+        busy = timed.contention.note if timed.contention else None
+        notes = [note for note in (clock_note(timed.gpu_start, gpu_end), gpu.problem if gpu else None, busy) if note]
+        if processes is not None and (unstable := across.unstable):
+            notes.append(unstable)
         if settings.plant_slowdown:
             notes.append(f"calibration: optimized calls made {settings.plant_slowdown:.0%} slower on purpose")
         return Measured(
@@ -397,7 +438,7 @@ class CaseRunner:
             first=first,
             warmup=warmup,
             plan=plan,
-            rounds=rounds,
+            rounds=timed.rounds,
             speedup=speedup,
             accuracy=accuracy,
             unrepeatable=unrepeatable,
@@ -408,9 +449,10 @@ class CaseRunner:
             extra_checks=extra_checks,
             in_effect=in_effect,
             phases_s=phase.durations_s,
-            gpu=(gpu_start, gpu_end),
+            gpu=(timed.gpu_start, gpu_end),
             independent_ratios=independent,
-            sessions=sessions,
+            sessions=timed.sessions,
+            processes=processes,
             notes=notes,
         )
 
@@ -421,6 +463,7 @@ class CaseRunner:
             missed = (
                 f"interval +-{speedup.relative_half_width:.1%} misses its target +-{target:.0%}"
                 f" after {plan.rounds} rounds{' (budget-limited)' if plan.budget_limited else ''}"
+                + (f" in each of {len(measured.processes)} processes" if measured.processes else "")
             )
             # With history the regression test weighs the wide interval itself; without, nothing backs a pass.
             (verdict.notes if has_history else verdict.inconclusive).append(missed)
@@ -461,6 +504,22 @@ class CaseRunner:
         return case.accuracy(reference, optimized, fp64), unrepeatable
 
 
+@dataclass(frozen=True)
+class Timed:
+    """What timing a case gave: first calls, warm-up and timed rounds, before anything else runs in its process."""
+
+    first: FirstCalls
+    warmup: WarmUp
+    plan: RoundPlan | None
+    rounds: Rounds | None
+    speedup: Interval | None
+    """None where timing is off (--benchmark-disable)."""
+    sessions: list[Interval] | None
+    contention: Contention | None
+    gpu: GpuClocks | None
+    gpu_start: GpuState | None
+
+
 @dataclass
 class Measured:
     """Everything one case's measurement produced, before the verdict."""
@@ -487,6 +546,8 @@ class Measured:
     gpu: tuple[GpuState | None, GpuState | None]
     independent_ratios: list[float] | None
     sessions: list[Interval] | None
+    processes: list[Interval] | None
+    """With --processes K: each process's own interval, this one's last; `speedup` is the interval across them."""
     notes: list[str]
 
     def record(self, verdict: Verdict, baseline: BaselineSummary | None, confirmations: list[Confirmation]) -> Record:
@@ -523,4 +584,5 @@ class Measured:
             gpu=GpuStates(start, end) if start and end else None,
             independent_ratios=self.independent_ratios,
             sessions=self.sessions,
+            processes=self.processes,
         )

@@ -1,0 +1,109 @@
+"""A case's speedup over k fresh processes: the process, not the round, as the unit of replication.
+
+Each fresh process draws its own speedup and keeps it (issue 34: mixed-precision
+ViT read 1.44x in the suite's process and 1.68x in an independent one; bf16
+ResNet18 1.53-1.68x in one process and 1.82-1.87x in another). An interval from
+one process's rounds describes that process, and the next run draws another.
+With k processes of one case, process p's ln(speedup) (the trimmed mean of its
+rounds' log ratios, optbench.stats) is
+
+    y_p = mu + a_p + e_p,   var a_p = tau^2,   var e_p = s_p^2,
+
+mu the speedup a fresh process has on average, tau the between-process spread,
+s_p the standard error p's own rounds give it (read back from its interval:
+regression.within_run_error). The y_p are independent with variance
+tau^2 + s_p^2, so the unweighted mean and its sample variance
+
+    ybar = mean(y_p),   SE^2 = sum_p (y_p - ybar)^2 / (k (k - 1)),
+
+give ybar +- t_{k-1} SE, an interval for mu that holds whatever tau and the s_p
+are (Kalibera & Jones, "Rigorous Benchmarking in Reasonable Time", ISMM 2013,
+section 3: the top level's repetitions are the unit; Cochran's two-stage
+sampling). Equal weights need no estimate of tau, and where tau is the larger
+part they are what inverse-variance weights would be anyway. The spread itself,
+for the record and the warning, is the moment estimate
+
+    tau^2 = max(0, S^2 - mean(s_p^2)),   S^2 = k SE^2.
+
+The price of few processes is t: 12.7 at k = 2, 4.30 at 3, 2.78 at 5, 2.26 at
+10, against 1.96 for an oracle that knew the variances; with the mean of S
+below sigma by c4(k), the interval is on average 1.25x the oracle's at k = 6
+and 1.12x at 10 (tests/test_processes.py holds both, and its coverage,
+by simulation).
+
+How the k processes run (optbench.plugin, `--processes K`): each is a fresh
+fork of the run's zygote (optbench.isolation), with first calls and warm-up of
+its own and 1/k of the profile's fewest rounds and timed budget; the first k - 1
+only time the case (`TIMING_ONLY` records), and the last times it too, then
+checks accuracy and memory once and judges it with all k intervals, which reach
+it in a file (`write_earlier`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+import tempfile
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from .profiles import MIN_ROUNDS_FLOOR, Profile
+from .regression import within_run_error
+from .stats import CONFIDENCE, Interval, t_quantile
+
+UNSTABLE_TAU = 0.10
+"""A between-process spread at least this large is said in the verdict's notes (pyperf warns at a 10% spread)."""
+
+
+@dataclass(frozen=True)
+class AcrossProcesses:
+    """One case's speedup from its processes (module docstring)."""
+
+    speedup: Interval
+    """exp(ybar +- t_{k-1} SE): what a fresh process reads on average."""
+    tau: float
+    """The between-process spread of ln(speedup), the moment estimate; 0 where the rounds explain it all."""
+
+    @property
+    def unstable(self) -> str | None:
+        """The note for a case whose processes differ by UNSTABLE_TAU or more; None below it."""
+        if self.tau < UNSTABLE_TAU:
+            return None
+        return f"unstable here: its processes differ by {math.expm1(self.tau):.0%} (tau between fresh processes)"
+
+
+def across_processes(processes: Sequence[Interval], confidence: float = CONFIDENCE) -> AcrossProcesses:
+    """The speedup of a case timed in `processes` (each one's own interval), at `confidence`."""
+    if len(processes) < 2:
+        raise ValueError(f"an interval across processes needs at least 2 of them, got {len(processes)}")
+    logs = [math.log(p.point) for p in processes]
+    k = len(logs)
+    mean = statistics.fmean(logs)
+    spread2 = statistics.variance(logs)
+    within2 = statistics.fmean(within_run_error(p.low, p.high) ** 2 for p in processes)
+    margin = t_quantile(0.5 + confidence / 2, k - 1) * math.sqrt(spread2 / k)
+    interval = Interval(math.exp(mean), math.exp(mean - margin), math.exp(mean + margin), confidence)
+    return AcrossProcesses(interval, math.sqrt(max(0.0, spread2 - within2)))
+
+
+def per_process_arguments(profile: Profile, processes: int) -> list[str]:
+    """The options that give each of `processes` processes its share: 1/k of the fewest rounds (at least
+    MIN_ROUNDS_FLOOR) and of the timed budget, so that k processes time about as many rounds as one would."""
+    rounds = max(MIN_ROUNDS_FLOOR, math.ceil(profile.min_rounds / processes))
+    return ["--min-rounds", str(rounds), "--case-budget", repr(profile.case_budget_s / processes)]
+
+
+def write_earlier(folder: Path, processes: Sequence[Interval]) -> Path:
+    """The intervals of a case's earlier processes, in a new file in `folder` for its last process to read."""
+    with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="earlier-", dir=folder, delete=False) as stream:
+        json.dump([asdict(p) for p in processes], stream)
+    return Path(stream.name)
+
+
+def read_earlier(path: Path | None) -> tuple[Interval, ...]:
+    """What `write_earlier` wrote; none without a file (a case timed in one process, or this is not its last)."""
+    if path is None:
+        return ()
+    return tuple(Interval(**fields) for fields in json.loads(path.read_text()))
