@@ -1,5 +1,6 @@
 """Commands: `report RUN.json [...]` (cross-run report and plot), `agree` (suite vs an independent timer),
-`order` (the same cases forward, reversed and alone), `drift` (a case's speedup over sessions in one process),
+`order` (the same cases forward, reversed and alone), `aa` (the same cases in two runs: do their intervals hold
+for the next?), `drift` (a case's speedup over sessions in one process),
 `components` (the variance of each level, processes to rounds, and the allocation between them), `calibrate`
 (the gate's error rates), `history add|show` (the nightly history), `changes` (its change points,
 with the nightly's alert), `dashboard` (its trend page) and `torch-pair` (do the installed torch and
@@ -15,6 +16,7 @@ import tempfile
 import textwrap
 from pathlib import Path
 
+from .aa import aa_markdown, check_aa
 from .advice import (
     ORDER_CHECK,
     advice_of,
@@ -74,6 +76,14 @@ def main(argv: list[str] | None = None) -> int:
     order.add_argument("--workdir", type=Path, default=None, help="keep every run's records here")
     order.add_argument("--output", type=Path, default=Path("order.md"))
     order.add_argument("pytest_args", nargs="*", help="more pytest arguments (after --), e.g. -- --isolation none")
+    aa = commands.add_parser(
+        "aa", help="the same catalogue cases in two separate invocations: do their intervals hold for the next run?"
+    )
+    aa.add_argument("-k", dest="expression", default=None, help="pytest -k expression choosing the cases")
+    aa.add_argument("--tests", default="benchmarks", help="what pytest runs (default: the catalogue)")
+    aa.add_argument("--workdir", type=Path, default=None, help="keep both runs' records here")
+    aa.add_argument("--output", type=Path, default=Path("aa.md"))
+    aa.add_argument("pytest_args", nargs="*", help="more pytest arguments (after --), e.g. -- --processes 3")
     drift = commands.add_parser(
         "drift", help="time catalogue cases in several sessions back to back per process: drift with time alone"
     )
@@ -154,6 +164,8 @@ def main(argv: list[str] | None = None) -> int:
         return _agree(arguments)
     if arguments.command == "order":
         return _order(arguments)
+    if arguments.command == "aa":
+        return _aa(arguments)
     if arguments.command == "drift":
         return _drift(arguments)
     if arguments.command == "components":
@@ -272,6 +284,20 @@ def _order(arguments: argparse.Namespace) -> int:
             print(f"error: {error}", file=sys.stderr)
             return 2
     return _publish(order_markdown(check), arguments.output)
+
+
+def _aa(arguments: argparse.Namespace) -> int:
+    with tempfile.TemporaryDirectory() as scratch:
+        try:
+            check = check_aa(Path.cwd(), arguments.workdir or Path(scratch), arguments.tests, arguments.expression,
+                             arguments.pytest_args)  # fmt: skip
+        except OrderCheckError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
+    if not check.cases:
+        print("error: no case was timed in both runs; check the -k expression", file=sys.stderr)
+        return 2
+    return _publish(aa_markdown(check), arguments.output)
 
 
 def _drift(arguments: argparse.Namespace) -> int:

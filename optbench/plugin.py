@@ -291,11 +291,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--processes",
         type=_positive_count,
-        default=1,
+        default=None,
         metavar="K",
         help="time each case in K fresh processes, its rounds divided among them, and give the interval across "
         "them (t on K-1 degrees of freedom; optbench.processes): one that holds for the next run, which draws its "
-        "own process. Accuracy and memory are checked once, in the last. Default 1: one process's interval.",
+        "own process. Accuracy and memory are checked once, in the last. Default: the profile's (1 in both).",
     )
     group.addoption(
         "--model",
@@ -370,10 +370,6 @@ class OptbenchSession:
             torch.set_num_threads(option(config, "optbench_threads"))
         # Before any per-worker throttling: part of the environment key.
         self.threads = option(config, "optbench_key_threads") or torch.get_num_threads()
-        if option(config, "processes") > 1 and option(config, "isolation") != "process":
-            raise pytest.UsageError(
-                "--processes: a case's processes are forks of the run's zygote; drop --isolation none, or --processes"
-            )
         self.isolated = option(config, "optbench_isolated")
         """This process is one case's own (optbench.isolation): it writes the case's outcome for its parent."""
         self.is_controller = xdist_worker() is None and option(config, "dist", "no") != "no"
@@ -390,7 +386,12 @@ class OptbenchSession:
             case_timeout_s=option(config, "case_timeout"),
             block_target_s=option(config, "block_target"),
             min_rounds=option(config, "min_rounds"),
+            processes=option(config, "processes"),
         )
+        if self.profile.processes > 1 and option(config, "isolation") != "process":
+            raise pytest.UsageError(
+                "--processes: a case's processes are forks of the run's zygote; drop --isolation none, or --processes"
+            )
         self.results_dir = Path(option(config, "results_dir"))
         self.records: list[Record] = []
         self._settings: RunSettings | None = None
@@ -528,8 +529,8 @@ class OptbenchSession:
             scratch = scratch_dir()
             environment = {**self._zygote_environment, SHARED_ENV: str(scratch / "shared")}
             self._zygote = Zygote(self.config.rootpath, preload, environment, scratch)
-        processes = option(self.config, "processes")
-        divided = per_process_arguments(self.profile, processes) if processes > 1 else []
+        processes = self.profile.processes
+        divided = per_process_arguments(self.profile) if processes > 1 else []
         earlier: list[Interval] = []
         for number in range(1, processes):
             timing = self._fork(node_id, [*divided, "--optbench-timing-only"], f"process {number} of {processes}")
@@ -771,7 +772,8 @@ class OptbenchSession:
         self._fit_benchmark_table(terminalreporter)
         key = self.records[0].environment_key
         width = summary_width(terminalreporter)
-        terminalreporter.write_sep("=", f"optbench: profile {self.profile.name} on {self.device}")
+        per_case = f", each case in {self.profile.processes} processes" if self.profile.processes > 1 else ""
+        terminalreporter.write_sep("=", f"optbench: profile {self.profile.name} on {self.device}{per_case}")
         verbose = self.config.get_verbosity() > 0
         if verbose:
             terminalreporter.write_line(f"environment {key}")

@@ -88,11 +88,11 @@ def across_processes(processes: Sequence[Interval], confidence: float = CONFIDEN
     return AcrossProcesses(interval, math.sqrt(max(0.0, spread2 - within2)))
 
 
-def per_process_arguments(profile: Profile, processes: int) -> list[str]:
-    """The options that give each of `processes` processes its share: 1/k of the fewest rounds (at least
+def per_process_arguments(profile: Profile) -> list[str]:
+    """The options that give each of the profile's k processes its share: 1/k of the fewest rounds (at least
     MIN_ROUNDS_FLOOR) and of the timed budget, so that k processes time about as many rounds as one would."""
-    rounds = max(MIN_ROUNDS_FLOOR, math.ceil(profile.min_rounds / processes))
-    return ["--min-rounds", str(rounds), "--case-budget", repr(profile.case_budget_s / processes)]
+    rounds = max(MIN_ROUNDS_FLOOR, math.ceil(profile.min_rounds / profile.processes))
+    return ["--min-rounds", str(rounds), "--case-budget", repr(profile.case_budget_s / profile.processes)]
 
 
 def write_earlier(folder: Path, processes: Sequence[Interval]) -> Path:

@@ -30,11 +30,14 @@ class Profile:
     first_calls_estimate_s: float = 15.0
     """Seconds a case's first calls (torch.compile) and accuracy and memory checks are assumed to take when
     estimating a run's length; not a limit."""
+    processes: int = 1
+    """Fresh processes each case is timed in, its rounds and timed budget divided among them (optbench.processes).
+    1 in both profiles until the A/A runs of issue 34 say what more buys: each one adds its first calls and warm-up."""
 
     @property
     def case_estimate_s(self) -> float:
-        """A case's expected length: its first calls, then warm-up and timed rounds up to their budgets."""
-        return self.first_calls_estimate_s + self.warmup_budget_s + self.case_budget_s
+        """A case's expected length: per process its first calls and warm-up, then timed rounds up to the budget."""
+        return self.processes * (self.first_calls_estimate_s + self.warmup_budget_s) + self.case_budget_s
 
     def estimate_s(self, cases: int, workers: int = 1) -> float:
         """Expected seconds for `cases` cases shared by `workers` processes, confirmation runs not included."""
@@ -43,12 +46,17 @@ class Profile:
     def describe_estimate(self, cases: int, workers: int = 1) -> str:
         return (
             f"estimated {self.estimate_s(cases, workers) / 60:.0f} min for {cases} cases on {workers} worker(s) "
-            f"(profile {self.name}: budget per case {self.case_estimate_s:.0f} s = first calls "
-            f"{self.first_calls_estimate_s:.0f} + warm-up {self.warmup_budget_s:.0f} + timed rounds "
-            f"{self.case_budget_s:.0f}; timeout per case {self.case_timeout_s:.0f} s; confirmation runs not included)"
+            f"(profile {self.name}: budget per case {self.case_estimate_s:.0f} s = {self._per_process_text} + timed "
+            f"rounds {self.case_budget_s:.0f}; timeout per case {self.case_timeout_s:.0f} s; confirmation runs not "
+            "included)"
         )
 
-    def with_overrides(self, **overrides: float | None) -> Profile:
+    @property
+    def _per_process_text(self) -> str:
+        each = f"first calls {self.first_calls_estimate_s:.0f} + warm-up {self.warmup_budget_s:.0f}"
+        return f"{self.processes} processes x ({each})" if self.processes > 1 else each
+
+    def with_overrides(self, **overrides: float | int | None) -> Profile:
         """This profile with the given fields replaced, ignoring those passed as None."""
         return replace(self, **{name: value for name, value in overrides.items() if value is not None})
 

@@ -121,6 +121,7 @@ def test_a_case_timed_in_three_processes_is_judged_once_on_the_interval_across_t
     pytester.makepyfile(test_synthetic=HALF_THE_WORK)
     result = pytester.runpytest_subprocess("--processes", "3", "--case-budget", "1.5", "--block-target", "0.01")
     result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*optbench: profile smoke on cpu, each case in 3 processes*"])
     (record,) = read_records(pytester.path / ".optbench")
     assert record.processes is not None and len(record.processes) == 3
     assert record.speedup == across_processes(record.processes).speedup
@@ -142,8 +143,13 @@ def test_more_than_one_process_needs_the_zygote(pytester):
 
 def test_each_process_gets_its_share_of_the_rounds_and_the_budget():
     smoke = PROFILES["smoke"]
-    assert per_process_arguments(smoke, 3) == ["--min-rounds", "8", "--case-budget", repr(smoke.case_budget_s / 3)]
-    assert per_process_arguments(smoke, 10)[:2] == ["--min-rounds", str(MIN_ROUNDS_FLOOR)]
+    three = smoke.with_overrides(processes=3)
+    assert per_process_arguments(three) == ["--min-rounds", "8", "--case-budget", repr(smoke.case_budget_s / 3)]
+    assert per_process_arguments(smoke.with_overrides(processes=10))[:2] == ["--min-rounds", str(MIN_ROUNDS_FLOOR)]
+    assert three.case_estimate_s - smoke.case_estimate_s == 2 * (smoke.first_calls_estimate_s + smoke.warmup_budget_s)
+    assert "budget per case 71 s = 3 processes x (first calls 15 + warm-up 6) + timed rounds 8" in (
+        three.describe_estimate(1)
+    )
 
 
 def test_the_earlier_processes_reach_the_last_as_they_were(tmp_path):
