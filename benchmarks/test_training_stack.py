@@ -18,6 +18,9 @@ CPU_FLOORS = {"ln-mlp": 1.0, "resnet": 0.7}
 GPU_FLOOR = 1.3
 
 
+# Smoke: the LayerNorm/GELU classifier; the seed's ResNet (the same stack on the same trainer, 46 s of a CI run,
+# and on a CPU compile's loss, which compile_training records) in standard.
+@pytest.mark.smoke("ln-mlp")
 @pytest.mark.trainings(*CPU_FLOORS)
 def test_training_stack(optbench, training, device):
     tricks = stack(training)

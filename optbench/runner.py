@@ -391,10 +391,9 @@ class CaseRunner:
         settings = self.settings
         timed = self._time(case, phase)
         first, warmup, plan, speedup, gpu = timed.first, timed.warmup, timed.plan, timed.speedup, timed.gpu
-        processes = None
-        if speedup is not None and settings.earlier_processes:
-            processes = [*settings.earlier_processes, speedup]
-            across = across_processes(processes)
+        processes = [*settings.earlier_processes, speedup] if speedup and settings.earlier_processes else None
+        across = across_processes(processes) if processes else None
+        if across is not None:
             speedup = across.speedup
         independent = None
         if speedup is not None and self.independent is not None:
@@ -428,8 +427,8 @@ class CaseRunner:
         gpu_end = gpu.read() if gpu else None
         busy = timed.contention.note if timed.contention else None
         notes = [note for note in (clock_note(timed.gpu_start, gpu_end), gpu.problem if gpu else None, busy) if note]
-        if processes is not None and (unstable := across.unstable):
-            notes.append(unstable)
+        if across is not None and across.unstable:
+            notes.append(across.unstable)
         if settings.plant_slowdown:
             notes.append(f"calibration: optimized calls made {settings.plant_slowdown:.0%} slower on purpose")
         return Measured(

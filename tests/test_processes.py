@@ -156,3 +156,19 @@ def test_the_earlier_processes_reach_the_last_as_they_were(tmp_path):
     earlier = (Interval(1.1, 1.0, 1.2), Interval(1.3, 1.25, 1.35))
     assert read_earlier(write_earlier(tmp_path, earlier)) == earlier
     assert read_earlier(None) == ()
+
+
+def test_the_last_process_judges_on_every_process_and_says_when_they_differ_by_10_percent_or_more(pytester):
+    """The last process's part alone, in the run's own process: given two earlier processes far from each other."""
+    pytester.makeconftest('pytest_plugins = ["optbench.plugin"]\n')
+    pytester.makepyfile(test_synthetic=HALF_THE_WORK)
+    earlier = (Interval(1.5, 1.45, 1.55), Interval(6.0, 5.8, 6.2))
+    path = write_earlier(pytester.path, earlier)
+    result = pytester.runpytest_subprocess(
+        "--isolation", "none", "--optbench-earlier", str(path), "--case-budget", "0.5", "--block-target", "0.01"
+    )
+    result.assert_outcomes(passed=1)
+    (record,) = read_records(pytester.path / ".optbench")
+    assert tuple(record.processes[:2]) == earlier and len(record.processes) == 3
+    assert record.speedup == across_processes(record.processes).speedup
+    assert any(note.startswith("unstable here: its processes differ by") for note in record.verdict.notes)
