@@ -62,58 +62,41 @@ def main(argv: list[str] | None = None) -> int:
         "--html", action="store_true", help="also each run's page (report.html; RUN.html for several runs)"
     )
     commands.add_parser("torch-pair", help="check that the installed torch and torchvision work together")
-    agree = commands.add_parser(
-        "agree", help="measure catalogue cases through the suite and through torch.utils.benchmark.Timer"
-    )
-    agree.add_argument("-k", dest="expression", default=None, help="pytest -k expression choosing the cases")
-    agree.add_argument("--output", type=Path, default=Path("agreement.md"))
-    agree.add_argument("pytest_args", nargs="*", help="more pytest arguments (after --), e.g. -- --case-budget 4")
-    order = commands.add_parser(
-        "order", help="the same catalogue cases run forward, in reverse and each alone: does a speedup move?"
-    )
-    order.add_argument("-k", dest="expression", default=None, help="pytest -k expression choosing the cases")
-    order.add_argument("--tests", default="benchmarks", help="what pytest runs (default: the catalogue)")
-    order.add_argument("--workdir", type=Path, default=None, help="keep every run's records here")
-    order.add_argument("--output", type=Path, default=Path("order.md"))
-    order.add_argument("pytest_args", nargs="*", help="more pytest arguments (after --), e.g. -- --isolation none")
-    aa = commands.add_parser(
-        "aa", help="the same catalogue cases in two separate invocations: do their intervals hold for the next run?"
-    )
-    aa.add_argument("-k", dest="expression", default=None, help="pytest -k expression choosing the cases")
-    aa.add_argument("--tests", default="benchmarks", help="what pytest runs (default: the catalogue)")
-    aa.add_argument("--workdir", type=Path, default=None, help="keep both runs' records here")
-    aa.add_argument("--output", type=Path, default=Path("aa.md"))
-    aa.add_argument("pytest_args", nargs="*", help="more pytest arguments (after --), e.g. -- --processes 3")
-    drift = commands.add_parser(
-        "drift", help="time catalogue cases in several sessions back to back per process: drift with time alone"
-    )
-    drift.add_argument("-k", dest="expression", default=None, help="pytest -k expression choosing the cases")
+    _study(
+        commands, "agree", "measure catalogue cases through the suite and through torch.utils.benchmark.Timer",
+        "agreement.md", tests=False,
+    )  # fmt: skip
+    _study(
+        commands, "order", "the same catalogue cases run forward, in reverse and each alone: does a speedup move?",
+        "order.md", workdir="keep every run's records here", example="--isolation none",
+    )  # fmt: skip
+    _study(
+        commands, "aa",
+        "the same catalogue cases in two separate invocations: do their intervals hold for the next run?",
+        "aa.md", workdir="keep both runs' records here", example="--processes 3",
+    )  # fmt: skip
+    drift = _study(
+        commands, "drift", "time catalogue cases in several sessions back to back per process: drift with time alone",
+        "drift.md",
+    )  # fmt: skip
     drift.add_argument("--sessions", type=int, default=6, help="sessions of timed rounds per case (default 6)")
-    drift.add_argument("--tests", default="benchmarks", help="what pytest runs (default: the catalogue)")
-    drift.add_argument("--output", type=Path, default=Path("drift.md"))
-    drift.add_argument("pytest_args", nargs="*", help="more pytest arguments (after --), e.g. -- --case-budget 4")
-    components = commands.add_parser(
-        "components",
-        help="time catalogue cases in several fresh processes of several sessions: the variance at each level, "
-        "its cost, and the rounds and processes an interval needs (Kalibera & Jones)",
-    )
-    components.add_argument("-k", dest="expression", default=None, help="pytest -k expression choosing the cases")
+    components = _study(
+        commands, "components",
+        "time catalogue cases in several fresh processes of several sessions: the variance at each level, its cost, "
+        "and the rounds and processes an interval needs (Kalibera & Jones)",
+        "components.md",
+    )  # fmt: skip
     components.add_argument("--processes", type=int, default=5, help="fresh processes per case (default 5)")
     components.add_argument("--sessions", type=int, default=3, help="sessions of timed rounds per process (default 3)")
     components.add_argument("--half-width", type=float, default=0.03, help="interval target to allocate for")
-    components.add_argument("--tests", default="benchmarks", help="what pytest runs (default: the catalogue)")
-    components.add_argument("--output", type=Path, default=Path("components.md"))
-    components.add_argument("pytest_args", nargs="*", help="more pytest arguments (after --), e.g. -- --case-budget 4")
-    calibrate = commands.add_parser(
-        "calibrate", help="the gate's false-alarm rate and detection power, in separate processes on real cases"
-    )
-    calibrate.add_argument("-k", dest="expression", default=None, help="pytest -k expression choosing the cases")
+    calibrate = _study(
+        commands, "calibrate",
+        "the gate's false-alarm rate and detection power, in separate processes on real cases",
+        "calibration.md", workdir="keep every run's records here", example=None,
+    )  # fmt: skip
     calibrate.add_argument("--recordings", type=int, default=10, help="--update-baselines runs building the history")
     calibrate.add_argument("--repetitions", type=int, default=20, help="runs per planted slowdown")
     calibrate.add_argument("--slowdowns", default="0,0.05,0.1,0.2", help="planted slowdowns, comma-separated")
-    calibrate.add_argument("--tests", default="benchmarks", help="what pytest runs (default: the catalogue)")
-    calibrate.add_argument("--workdir", type=Path, default=None, help="keep every run's records here")
-    calibrate.add_argument("--output", type=Path, default=Path("calibration.md"))
     history = commands.add_parser("history", help="the nightly history: add a run, show the cases")
     history_commands = history.add_subparsers(dest="history_command", required=True)
     add = history_commands.add_parser("add", help="append a run's per-case results (pytest-benchmark JSON)")
@@ -260,6 +243,31 @@ def _changes(arguments: argparse.Namespace) -> int:
         with open(summary, "a") as stream:
             stream.write(block)
     return 1 if failing else 0
+
+
+def _study(
+    commands: argparse._SubParsersAction,
+    name: str,
+    description: str,
+    output: str,
+    *,
+    tests: bool = True,
+    workdir: str | None = None,
+    example: str | None = "--case-budget 4",
+) -> argparse.ArgumentParser:
+    """A command that runs catalogue cases in pytest processes of its own, with the arguments all of them take: -k,
+    --tests (unless `tests` is False), --workdir (with its help, where given), --output, and pytest's own after --
+    (unless `example` is None)."""
+    study = commands.add_parser(name, help=description)
+    study.add_argument("-k", dest="expression", default=None, help="pytest -k expression choosing the cases")
+    if tests:
+        study.add_argument("--tests", default="benchmarks", help="what pytest runs (default: the catalogue)")
+    if workdir:
+        study.add_argument("--workdir", type=Path, default=None, help=workdir)
+    study.add_argument("--output", type=Path, default=Path(output))
+    if example:
+        study.add_argument("pytest_args", nargs="*", help=f"more pytest arguments (after --), e.g. -- {example}")
+    return study
 
 
 def _agree(arguments: argparse.Namespace) -> int:

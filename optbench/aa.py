@@ -55,8 +55,7 @@ def check_aa(
     """Run the selection twice, each time in a pytest process of its own, and keep what each timed."""
     started = time.monotonic()
     nodes = collect(root, tests, expression, options)
-    first = timed_records(root, nodes, workdir / "first", options)
-    second = timed_records(root, nodes, workdir / "second", options)
+    first, second = (timed_records(root, nodes, workdir / run, options) for run in ("first", "second"))
     return AaCheck(first, second, time.monotonic() - started)
 
 

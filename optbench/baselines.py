@@ -28,6 +28,15 @@ class BaselineError(Exception):
 
 
 @dataclass(frozen=True)
+class ProcessSpread:
+    """How far a run's fresh processes of a case read apart: the sample variance of their ln(speedup)s, on
+    `processes` - 1 degrees of freedom. Later runs with as many processes pool it (optbench.processes)."""
+
+    variance: float
+    processes: int
+
+
+@dataclass(frozen=True)
 class Recording:
     """One run's measurement of a case, as the gate's history keeps it."""
 
@@ -41,6 +50,8 @@ class Recording:
     commit: str | None = None
     memory_ratio: float | None = None
     """Reference / optimized peak memory, for cases whose payoff is memory (`optbench.memory_payoff`)."""
+    process_spread: ProcessSpread | None = None
+    """Where the run timed the case in several processes (--processes): how far they read apart."""
 
     def as_dict(self) -> dict[str, Any]:
         document = asdict(self)
@@ -108,7 +119,17 @@ def _recording(where: str, document: Any) -> Recording:
         torch=document.get("torch"),
         commit=document.get("commit"),
         memory_ratio=_memory_ratio(where, document.get("memory_ratio")),
+        process_spread=_process_spread(where, document.get("process_spread")),
     )
+
+
+def _process_spread(where: str, value: Any) -> ProcessSpread | None:
+    if value is None:
+        return None
+    variance, processes = (value.get(key) for key in ("variance", "processes")) if isinstance(value, dict) else (0, 0)
+    if not (_is_number(variance) and variance >= 0 and isinstance(processes, int) and processes >= 2):
+        raise _fix(where, "has a 'process_spread' that is not {variance >= 0, processes >= 2}")
+    return ProcessSpread(float(variance), processes)
 
 
 def _memory_ratio(where: str, value: Any) -> float | None:

@@ -29,7 +29,19 @@ The price of few processes is t: 12.7 at k = 2, 4.30 at 3, 2.78 at 5, 2.26 at
 10, against 1.96 for an oracle that knew the variances; with the mean of S
 below sigma by c4(k), the interval is on average 1.25x the oracle's at k = 6
 and 1.12x at 10 (tests/test_processes.py holds both, and its coverage,
-by simulation).
+by simulation). At k = 3 it is 1.94x.
+
+History pays that price instead. A case's process variance sigma^2 =
+tau^2 + s^2 on one machine is a property of the case and the machine, not of
+the run, so the S_h^2 that earlier runs with as many processes recorded (each
+on k - 1 degrees of freedom: baselines.ProcessSpread) pool with this run's:
+
+    S_pool^2 = ((k - 1) S^2 + sum_h (k - 1) S_h^2) / nu,   nu = (k - 1)(1 + H),
+
+and ybar +- t_nu S_pool / sqrt(k) keeps the coverage while t falls: with four
+earlier runs of k = 3, nu = 10 and t = 2.23, 1.11x the oracle's width. Only
+runs of the same k pool: a process's rounds are 1/k of the profile's, so its
+s^2, and with it sigma^2, depends on k.
 
 How the k processes run (optbench.plugin, `--processes K`): each is a fresh
 fork of the run's zygote (optbench.isolation), with first calls and warm-up of
@@ -49,6 +61,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from .baselines import ProcessSpread
 from .profiles import MIN_ROUNDS_FLOOR, Profile
 from .regression import within_run_error
 from .stats import CONFIDENCE, Interval, t_quantile
@@ -65,6 +78,10 @@ class AcrossProcesses:
     """exp(ybar +- t_{k-1} SE): what a fresh process reads on average."""
     tau: float
     """The between-process spread of ln(speedup), the moment estimate; 0 where the rounds explain it all."""
+    spread: ProcessSpread
+    """This run's own S^2, for the history."""
+    pooled_runs: int
+    """Earlier runs whose spread the interval pooled (module docstring)."""
 
     @property
     def unstable(self) -> str | None:
@@ -74,18 +91,24 @@ class AcrossProcesses:
         return f"unstable here: its processes differ by {math.expm1(self.tau):.0%} (tau between fresh processes)"
 
 
-def across_processes(processes: Sequence[Interval], confidence: float = CONFIDENCE) -> AcrossProcesses:
-    """The speedup of a case timed in `processes` (each one's own interval), at `confidence`."""
+def across_processes(
+    processes: Sequence[Interval], history: Sequence[ProcessSpread] = (), confidence: float = CONFIDENCE
+) -> AcrossProcesses:
+    """The speedup of a case timed in `processes` (each one's own interval), at `confidence`, its spread pooled
+    with the `history` runs that had as many processes (module docstring)."""
     if len(processes) < 2:
         raise ValueError(f"an interval across processes needs at least 2 of them, got {len(processes)}")
     logs = [math.log(p.point) for p in processes]
     k = len(logs)
     mean = statistics.fmean(logs)
-    spread2 = statistics.variance(logs)
+    own = ProcessSpread(statistics.variance(logs), k)
+    pooled = [run for run in history if run.processes == k]
+    degrees_of_freedom = (k - 1) * (1 + len(pooled))
+    variance = (k - 1) * sum(run.variance for run in [own, *pooled]) / degrees_of_freedom
     within2 = statistics.fmean(within_run_error(p.low, p.high) ** 2 for p in processes)
-    margin = t_quantile(0.5 + confidence / 2, k - 1) * math.sqrt(spread2 / k)
+    margin = t_quantile(0.5 + confidence / 2, degrees_of_freedom) * math.sqrt(variance / k)
     interval = Interval(math.exp(mean), math.exp(mean - margin), math.exp(mean + margin), confidence)
-    return AcrossProcesses(interval, math.sqrt(max(0.0, spread2 - within2)))
+    return AcrossProcesses(interval, math.sqrt(max(0.0, variance - within2)), own, len(pooled))
 
 
 def per_process_arguments(profile: Profile) -> list[str]:

@@ -17,7 +17,7 @@ import torch
 from .accuracy import Accuracy, Check
 from .agreement import independent_ratios
 from .allocator import detect_allocator
-from .baselines import Baseline, BaselineStore, Recording
+from .baselines import Baseline, BaselineStore, ProcessSpread, Recording
 from .cache_flush import CacheFlush
 from .case import Case, Observed
 from .clock import DeviceClock
@@ -46,7 +46,7 @@ from .measurement import (
 from .memory import cuda_graphs_note, peak_memory_bytes
 from .memory_payoff import MemoryResult, memory_ratio
 from .planted import planted
-from .processes import across_processes
+from .processes import AcrossProcesses, across_processes
 from .profiles import Profile
 from .progress import at_most_every
 from .record import (
@@ -199,6 +199,7 @@ class CaseRunner:
                     torch=torch.__version__,
                     commit=settings.commit,
                     memory_ratio=measured.memory_ratio.point if measured.memory_ratio else None,
+                    process_spread=measured.across.spread if measured.across else None,
                 ),
                 accuracy=accuracy.headline.as_dict(),
                 graph_breaks=measured.first.compile.graph_breaks if measured.first.compile.compiled else None,
@@ -392,7 +393,7 @@ class CaseRunner:
         timed = self._time(case, phase)
         first, warmup, plan, speedup, gpu = timed.first, timed.warmup, timed.plan, timed.speedup, timed.gpu
         processes = [*settings.earlier_processes, speedup] if speedup and settings.earlier_processes else None
-        across = across_processes(processes) if processes else None
+        across = across_processes(processes, self._process_history()) if processes else None
         if across is not None:
             speedup = across.speedup
         independent = None
@@ -429,6 +430,9 @@ class CaseRunner:
         notes = [note for note in (clock_note(timed.gpu_start, gpu_end), gpu.problem if gpu else None, busy) if note]
         if across is not None and across.unstable:
             notes.append(across.unstable)
+        if across is not None and across.pooled_runs:
+            notes.append(f"interval across {len(processes)} processes, their spread pooled with {across.pooled_runs} "
+                         "earlier runs' of as many (optbench.processes)")  # fmt: skip
         if settings.plant_slowdown:
             notes.append(f"calibration: optimized calls made {settings.plant_slowdown:.0%} slower on purpose")
         return Measured(
@@ -452,8 +456,15 @@ class CaseRunner:
             independent_ratios=independent,
             sessions=timed.sessions,
             processes=processes,
+            across=across,
             notes=notes,
         )
+
+    def _process_history(self) -> list[ProcessSpread]:
+        """How far this case's processes read apart in the history's runs (--processes); none without history."""
+        baseline = self.settings.baselines.get(self.case_id)
+        recordings = baseline.recordings if baseline else ()
+        return [recording.process_spread for recording in recordings if recording.process_spread]
 
     def _note_measurement_quality(self, verdict: Verdict, case: Case, measured: Measured, has_history: bool) -> None:
         target = self.settings.profile.ci_half_width
@@ -547,6 +558,7 @@ class Measured:
     sessions: list[Interval] | None
     processes: list[Interval] | None
     """With --processes K: each process's own interval, this one's last; `speedup` is the interval across them."""
+    across: AcrossProcesses | None
     notes: list[str]
 
     def record(self, verdict: Verdict, baseline: BaselineSummary | None, confirmations: list[Confirmation]) -> Record:

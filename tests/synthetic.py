@@ -1,5 +1,9 @@
 """A synthetic benchmark module for end-to-end runs: the optimized variant does a third of the reference's work."""
 
+import subprocess
+import sys
+from pathlib import Path
+
 HALF_THE_WORK = """
 import torch
 from optbench import Case, Exact, Requires
@@ -23,3 +27,9 @@ def test_half_the_work(optbench):
         )
     )
 """
+
+
+def run_study(project: Path, *arguments: str) -> subprocess.CompletedProcess[str]:
+    """`python -m optbench ARGUMENTS` (a study such as components or aa) in the synthetic project at `project`."""
+    command = [sys.executable, "-m", "optbench", *arguments]
+    return subprocess.run(command, cwd=project, capture_output=True, text=True, check=False)

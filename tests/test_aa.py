@@ -1,12 +1,10 @@
 """The A/A check: two invocations' intervals of each case, compared at the nominal 5% and by the gate."""
 
 import math
-import subprocess
-import sys
 from dataclasses import replace
 
 import pytest
-from synthetic import HALF_THE_WORK
+from synthetic import HALF_THE_WORK, run_study
 
 from optbench.aa import AaCheck, aa_markdown, difference_z
 from optbench.regression import within_run_error
@@ -47,13 +45,13 @@ def test_the_table_says_which_cases_differ_and_how_many_with_their_binomial_inte
 def test_the_aa_command_runs_the_cases_twice_in_separate_processes(pytester):
     pytester.makeconftest('pytest_plugins = ["optbench.plugin"]\n')
     pytester.makepyfile(test_synthetic=HALF_THE_WORK)
-    command = [sys.executable, "-m", "optbench", "aa", "--tests", "test_synthetic.py", "--workdir", "work"]
+    study = ("aa", "--tests", "test_synthetic.py", "--workdir", "work")
     # Its wiring is the subject, not isolation: each run measures in its own pytest process (--isolation none).
-    command += ["--", "--case-budget", "0.3", "--block-target", "0.01", "--min-rounds", "4", "--isolation", "none"]
-    finished = subprocess.run(command, cwd=pytester.path, capture_output=True, text=True, check=False)
+    fast = ("--", "--case-budget", "0.3", "--block-target", "0.01", "--min-rounds", "4", "--isolation", "none")
+    finished = run_study(pytester.path, *study, *fast)
     assert finished.returncode == 0, finished.stderr[-2000:]
     (row,) = [line for line in (pytester.path / "aa.md").read_text().splitlines() if "test_half_the_work" in line]
     assert row.count("x [") == 2, row
     assert [p.name for p in sorted((pytester.path / "work").iterdir())] == ["first", "second"]
-    nothing = subprocess.run([*command[:8], "-k", "no_such_case"], cwd=pytester.path, capture_output=True, text=True)
+    nothing = run_study(pytester.path, *study, "-k", "no_such_case")
     assert nothing.returncode == 2 and "nothing collected" in nothing.stderr

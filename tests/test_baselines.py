@@ -58,6 +58,15 @@ def test_crash_mid_write_leaves_old_file_intact(tmp_path, monkeypatch):
         ('{"schema": 2, "cases": {"smoke:a": {"recordings": []}}}', "non-empty list 'recordings'"),
         ('{"schema": 2, "cases": {"smoke:a": {"recordings": [{"speedup": "fast"}]}}}', "positive number 'speedup'"),
         ('{"schema": 2, "cases": {"smoke:a": {"recordings": [{"speedup": 1.2, "interval": [1]}]}}}', "[low, high]"),
+        (
+            '{"schema": 2, "cases": {"smoke:a": {"recordings": [{"speedup": 1.2, "process_spread": {"variance": 0.1, '
+            '"processes": 1}}]}}}',
+            "'process_spread' that is not {variance >= 0, processes >= 2}",
+        ),
+        (
+            '{"schema": 2, "cases": {"smoke:a": {"recordings": [{"speedup": 1.2, "process_spread": [0.1, 3]}]}}}',
+            "'process_spread' that is not",
+        ),
     ],
 )
 def test_bad_files_give_one_line_errors_naming_the_file(tmp_path, content, expected):

@@ -1,13 +1,11 @@
 """Variance components: unbiased at each level, an allocation that costs least, and the study end to end."""
 
 import math
-import subprocess
-import sys
 from dataclasses import replace
 
 import numpy as np
 import pytest
-from synthetic import HALF_THE_WORK
+from synthetic import HALF_THE_WORK, run_study
 
 from optbench.components import Components, Moments, components_markdown, moments
 from optbench.measurement import RoundPlan
@@ -118,14 +116,14 @@ def test_a_cases_components_and_costs_come_from_its_processes_records():
 def test_the_components_command_times_each_case_in_fresh_processes_of_sessions(pytester):
     pytester.makeconftest('pytest_plugins = ["optbench.plugin"]\n')
     pytester.makepyfile(test_synthetic=HALF_THE_WORK)
-    command = [sys.executable, "-m", "optbench", "components", "--tests", "test_synthetic.py", "--processes", "2"]
-    command += ["--sessions", "2", "--", "--case-budget", "0.3", "--block-target", "0.01", "--min-rounds", "4"]
-    finished = subprocess.run(command, cwd=pytester.path, capture_output=True, text=True, check=False)
+    study = ("components", "--tests", "test_synthetic.py", "--sessions", "2")
+    fast = ("--", "--case-budget", "0.3", "--block-target", "0.01", "--min-rounds", "4")
+    finished = run_study(pytester.path, *study, "--processes", "2", *fast)
     assert finished.returncode == 0, finished.stderr[-2000:]
     table = (pytester.path / "components.md").read_text()
     (row,) = [line for line in table.splitlines() if line.startswith("| test_half_the_work")]
     assert "| 2 x 2 x " in row and "median over 1 cases" in table, table
-    refused = subprocess.run([*command[:4], "--processes", "1"], cwd=pytester.path, capture_output=True, text=True)
+    refused = run_study(pytester.path, *study, "--processes", "1")
     assert refused.returncode == 2 and "at least 2" in refused.stderr
 
 

@@ -17,12 +17,14 @@ from t and c4 alone). A z in place of t covers 89% at k = 6 and fails the
 first; an SE four times too large covers 100% and fails both.
 """
 
+import json
 import math
 
 import numpy as np
 import pytest
 from synthetic import HALF_THE_WORK
 
+from optbench.baselines import ProcessSpread
 from optbench.processes import UNSTABLE_TAU, across_processes, per_process_arguments, read_earlier, write_earlier
 from optbench.profiles import MIN_ROUNDS_FLOOR, PROFILES
 from optbench.record import read_records
@@ -50,11 +52,14 @@ def process_logs(rng: np.random.Generator, effect: float, noise: float, rho: flo
     return reference, reference / np.exp(MU + effect + ar)
 
 
-def check_promise(own: list[list[Interval]], processes: int) -> None:
-    """Coverage of mu and mean width against the oracle's, over simulations of `processes` intervals each."""
+def check_promise(
+    own: list[list[Interval]], processes: int, histories: list[list[ProcessSpread]] | None = None
+) -> None:
+    """Coverage of mu and mean width against the oracle's, over simulations of `processes` intervals each (and the
+    spreads of earlier runs that each simulation's interval pools)."""
     covered, widths = 0, []
-    for intervals in own:
-        found = across_processes(intervals).speedup
+    for intervals, history in zip(own, histories or [[]] * len(own), strict=True):
+        found = across_processes(intervals, history).speedup
         covered += found.low <= math.exp(MU) <= found.high
         widths.append((math.log(found.high) - math.log(found.low)) / 2)
     coverage = covered / len(own)
@@ -172,3 +177,52 @@ def test_the_last_process_judges_on_every_process_and_says_when_they_differ_by_1
     assert tuple(record.processes[:2]) == earlier and len(record.processes) == 3
     assert record.speedup == across_processes(record.processes).speedup
     assert any(note.startswith("unstable here: its processes differ by") for note in record.verdict.notes)
+
+
+def spread_of(rng: np.random.Generator, processes: int, tau: float, noise: float) -> ProcessSpread:
+    """An earlier run's recorded spread: the sample variance of its processes' ln(speedup)s."""
+    logs = MU + rng.normal(0.0, tau, processes) + rng.normal(0.0, noise, processes)
+    return ProcessSpread(float(np.var(logs, ddof=1)), processes)
+
+
+@pytest.mark.parametrize(("tau", "noise"), [(0.03, 0.03), (0.10, 0.02)])
+def test_three_processes_pooled_with_four_earlier_runs_keep_the_promise_at_a_third_of_the_width(tau, noise):
+    """Alone, three processes' interval is 1.94x the oracle's (t_2 = 4.30); pooled with four earlier runs of the
+    same case (nu = 10) it must be within 1.3x and still cover: history with another case's spread would not."""
+    rng = np.random.default_rng(35)
+    own, histories = [], []
+    for _ in range(SIMULATIONS):
+        logs = MU + rng.normal(0.0, tau, 3) + rng.normal(0.0, noise, 3)
+        own.append([Interval(math.exp(y), math.exp(y - Z * noise), math.exp(y + Z * noise)) for y in logs])
+        histories.append([spread_of(rng, 3, tau, noise) for _ in range(4)])
+    check_promise(own, 3, histories)
+    with pytest.raises(AssertionError, match="the oracle's"):
+        check_promise(own, 3)
+
+
+def test_only_runs_with_as_many_processes_pool_and_the_count_is_kept():
+    processes = [Interval(1.1, 1.09, 1.11), Interval(1.2, 1.19, 1.21), Interval(1.3, 1.29, 1.31)]
+    alone = across_processes(processes)
+    other_k = across_processes(processes, [ProcessSpread(0.0001, 5)])
+    assert other_k == alone and alone.pooled_runs == 0
+    assert alone.spread == ProcessSpread(pytest.approx(float(np.var(np.log([1.1, 1.2, 1.3]), ddof=1))), 3)
+    # Pooled with one earlier run of zero spread: the variance halves and t has 4 degrees of freedom.
+    pooled = across_processes(processes, [ProcessSpread(0.0, 3)])
+    assert pooled.pooled_runs == 1 and pooled.spread == alone.spread
+    half_width = math.log(pooled.speedup.high / pooled.speedup.point)
+    assert half_width == pytest.approx(2.776445 * math.sqrt(alone.spread.variance / 2 / 3), rel=1e-5)
+
+
+def test_the_history_keeps_each_run_s_process_spread_and_the_next_run_pools_it(pytester):
+    pytester.makeconftest('pytest_plugins = ["optbench.plugin"]\n')
+    pytester.makepyfile(test_synthetic=HALF_THE_WORK)
+    path = write_earlier(pytester.path, (Interval(3.0, 2.9, 3.1),))
+    options = ("--isolation", "none", "--optbench-earlier", str(path), "--case-budget", "0.5", "--block-target", "0.01")
+    pytester.runpytest_subprocess("--update-baselines", *options).assert_outcomes(passed=1)
+    (baseline,) = (pytester.path / "baselines").glob("*.json")
+    (entry,) = json.loads(baseline.read_text())["cases"].values()
+    (recording,) = entry["recordings"]
+    assert recording["process_spread"]["processes"] == 2 and recording["process_spread"]["variance"] >= 0
+    pytester.runpytest_subprocess(*options, "--results-dir", "gated").assert_outcomes(passed=1)
+    (record,) = read_records(pytester.path / "gated")
+    assert any("their spread pooled with 1 earlier runs'" in note for note in record.verdict.notes), record.verdict
