@@ -4,8 +4,8 @@ import math
 from dataclasses import replace
 
 import pytest
-from synthetic import HALF_THE_WORK, run_study
 
+from optbench.__main__ import main
 from optbench.aa import AaCheck, aa_markdown, difference_z
 from optbench.regression import within_run_error
 from optbench.stats import Interval
@@ -42,16 +42,27 @@ def test_the_table_says_which_cases_differ_and_how_many_with_their_binomial_inte
     assert "processes per case: 1, 3; 2 min" in table
 
 
-def test_the_aa_command_runs_the_cases_twice_in_separate_processes(pytester):
-    pytester.makeconftest('pytest_plugins = ["optbench.plugin"]\n')
-    pytester.makepyfile(test_synthetic=HALF_THE_WORK)
-    study = ("aa", "--tests", "test_synthetic.py", "--workdir", "work")
-    # Its wiring is the subject, not isolation: each run measures in its own pytest process (--isolation none).
-    fast = ("--", "--case-budget", "0.3", "--block-target", "0.01", "--min-rounds", "4", "--isolation", "none")
-    finished = run_study(pytester.path, *study, *fast)
-    assert finished.returncode == 0, finished.stderr[-2000:]
-    (row,) = [line for line in (pytester.path / "aa.md").read_text().splitlines() if "test_half_the_work" in line]
-    assert row.count("x [") == 2, row
-    assert [p.name for p in sorted((pytester.path / "work").iterdir())] == ["first", "second"]
-    nothing = run_study(pytester.path, *study, "-k", "no_such_case")
-    assert nothing.returncode == 2 and "nothing collected" in nothing.stderr
+def test_the_aa_command_runs_the_selection_twice_with_its_options_and_writes_the_table(tmp_path, monkeypatch):
+    """The command's wiring: each run a pytest process of its own (optbench.order's, tested there) on the same node
+    ids, with the options after --, recording into its own folder of --workdir."""
+    runs = []
+
+    def timed(root, nodes, results, options):
+        runs.append((list(nodes), results.name, list(options)))
+        return {"smoke:b.py::test_x[a]": make_record(speedup=(1.2, 1.1, 1.3))}
+
+    monkeypatch.setattr("optbench.aa.collect", lambda root, tests, expression, options: [f"{tests}::{expression}"])
+    monkeypatch.setattr("optbench.aa.timed_records", timed)
+    output = tmp_path / "aa.md"
+    arguments = ["aa", "--tests", "t.py", "-k", "x", "--workdir", str(tmp_path), "--output", str(output)]
+    assert main([*arguments, "--", "--processes", "3"]) == 0
+    assert runs == [(["t.py::x"], "first", ["--processes", "3"]), (["t.py::x"], "second", ["--processes", "3"])]
+    assert "| test_x[a] | 1.20x [1.10, 1.30] | 1.20x [1.10, 1.30] | +0.0% | +0.0 | no | no |" in output.read_text()
+
+
+def test_a_selection_timed_in_neither_run_is_a_one_line_error(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr("optbench.aa.collect", lambda root, tests, expression, options: ["t.py::x"])
+    monkeypatch.setattr("optbench.aa.timed_records", lambda root, nodes, results, options: {})
+    assert main(["aa", "--output", str(tmp_path / "aa.md")]) == 2
+    assert capsys.readouterr().err.strip() == "error: no case was timed in both runs; check the -k expression"
+    assert not (tmp_path / "aa.md").exists()

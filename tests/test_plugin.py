@@ -33,8 +33,8 @@ def project(pytester):
     return pytester
 
 
-def write_baseline(pytester, speedup, content=None, recordings=10):
-    """A history of `recordings` runs of the synthetic case around `speedup`, 2% apart."""
+def write_baseline(pytester, speedup, content=None, recordings=10, spread=0.02):
+    """A history of `recordings` runs of the synthetic case around `speedup`, `spread` apart."""
     directory = pytester.path / "baselines"
     directory.mkdir(exist_ok=True)
     # The key of the allocator the run's cases are measured with: glibc with the suite's fixed thresholds.
@@ -42,7 +42,7 @@ def write_baseline(pytester, speedup, content=None, recordings=10):
     path = directory / f"{environment_key(torch.device('cpu'), allocator=measuring)}.json"
     entry = {
         "recordings": [
-            {"speedup": speedup * (1 + 0.02 * (i % 3 - 1)), "interval": [speedup * 0.97, speedup * 1.03]}
+            {"speedup": speedup * (1 + spread * (i % 3 - 1)), "interval": [speedup * 0.97, speedup * 1.03]}
             for i in range(recordings)
         ],
         "accuracy": {"metric": "max_abs_diff", "value": 0.0, "limit": 0.0, "lower_is_better": True},
@@ -53,7 +53,10 @@ def write_baseline(pytester, speedup, content=None, recordings=10):
 
 @pytest.mark.timed
 def test_passes_against_a_matching_baseline_and_records_everything(project):
-    write_baseline(project, 3.0)
+    # Runs as far apart as this case's fresh processes read: 2.80x and 2.91x on one AVX2 EPYC the same hour
+    # (2026-12-07), so a history only 2% apart called the 2.80x run "suspicious" (+3.6%, margin 3.1%) and,
+    # confirmed twice, inconclusive. The gate's sensitivity is test_fails_readably_...'s and calibrate's subject.
+    write_baseline(project, 3.0, spread=0.08)
     result = project.runpytest_subprocess("--benchmark-json=run.json", *FAST)
     result.assert_outcomes(passed=1, skipped=1)
     result.stdout.fnmatch_lines(

@@ -163,22 +163,6 @@ def test_the_earlier_processes_reach_the_last_as_they_were(tmp_path):
     assert read_earlier(None) == ()
 
 
-def test_the_last_process_judges_on_every_process_and_says_when_they_differ_by_10_percent_or_more(pytester):
-    """The last process's part alone, in the run's own process: given two earlier processes far from each other."""
-    pytester.makeconftest('pytest_plugins = ["optbench.plugin"]\n')
-    pytester.makepyfile(test_synthetic=HALF_THE_WORK)
-    earlier = (Interval(1.5, 1.45, 1.55), Interval(6.0, 5.8, 6.2))
-    path = write_earlier(pytester.path, earlier)
-    result = pytester.runpytest_subprocess(
-        "--isolation", "none", "--optbench-earlier", str(path), "--case-budget", "0.5", "--block-target", "0.01"
-    )
-    result.assert_outcomes(passed=1)
-    (record,) = read_records(pytester.path / ".optbench")
-    assert tuple(record.processes[:2]) == earlier and len(record.processes) == 3
-    assert record.speedup == across_processes(record.processes).speedup
-    assert any(note.startswith("unstable here: its processes differ by") for note in record.verdict.notes)
-
-
 def spread_of(rng: np.random.Generator, processes: int, tau: float, noise: float) -> ProcessSpread:
     """An earlier run's recorded spread: the sample variance of its processes' ln(speedup)s."""
     logs = MU + rng.normal(0.0, tau, processes) + rng.normal(0.0, noise, processes)
@@ -213,16 +197,25 @@ def test_only_runs_with_as_many_processes_pool_and_the_count_is_kept():
     assert half_width == pytest.approx(2.776445 * math.sqrt(alone.spread.variance / 2 / 3), rel=1e-5)
 
 
-def test_the_history_keeps_each_run_s_process_spread_and_the_next_run_pools_it(pytester):
+def test_the_last_process_judges_on_every_process_records_their_spread_and_the_next_run_pools_it(pytester):
+    """The last process's part alone, in the run's own process (--isolation none), given two earlier processes 4x
+    apart: it judges on all three and says they differ, its baseline keeps their spread, and a next run pools it."""
     pytester.makeconftest('pytest_plugins = ["optbench.plugin"]\n')
     pytester.makepyfile(test_synthetic=HALF_THE_WORK)
-    path = write_earlier(pytester.path, (Interval(3.0, 2.9, 3.1),))
+    earlier = (Interval(1.5, 1.45, 1.55), Interval(6.0, 5.8, 6.2))
+    path = write_earlier(pytester.path, earlier)
     options = ("--isolation", "none", "--optbench-earlier", str(path), "--case-budget", "0.5", "--block-target", "0.01")
+    options += ("--confirm", "0")  # a verdict that wants confirming would rerun the case in fresh processes
     pytester.runpytest_subprocess("--update-baselines", *options).assert_outcomes(passed=1)
+    (record,) = read_records(pytester.path / ".optbench")
+    assert tuple(record.processes[:2]) == earlier and len(record.processes) == 3
+    assert record.speedup == across_processes(record.processes).speedup
+    assert any(note.startswith("unstable here: its processes differ by") for note in record.verdict.notes)
     (baseline,) = (pytester.path / "baselines").glob("*.json")
     (entry,) = json.loads(baseline.read_text())["cases"].values()
     (recording,) = entry["recordings"]
-    assert recording["process_spread"]["processes"] == 2 and recording["process_spread"]["variance"] >= 0
+    logs = [math.log(p.point) for p in record.processes]
+    assert recording["process_spread"] == {"variance": pytest.approx(float(np.var(logs, ddof=1))), "processes": 3}
     pytester.runpytest_subprocess(*options, "--results-dir", "gated").assert_outcomes(passed=1)
-    (record,) = read_records(pytester.path / "gated")
-    assert any("their spread pooled with 1 earlier runs'" in note for note in record.verdict.notes), record.verdict
+    (gated,) = read_records(pytester.path / "gated")
+    assert any("their spread pooled with 1 earlier runs'" in note for note in gated.verdict.notes), gated.verdict
