@@ -1,6 +1,7 @@
 """End to end: the plugin on a tiny synthetic benchmark whose optimized variant does half the work."""
 
 import json
+import re
 
 import pytest
 import torch
@@ -99,13 +100,15 @@ def test_fails_readably_against_a_history_3x_faster_after_confirming_in_fresh_pr
 
 @pytest.mark.timed
 def test_a_machine_without_history_is_green_on_unchanged_code(project):
-    # A loose precision target: a noisy minute's interval missing the smoke target of +-3% makes the verdict
-    # inconclusive (test_an_interval_that_misses_its_target_is_inconclusive_not_pass), which is not this test's subject.
+    """Green: the case passes pytest, reported and not gated. Whether its verdict reads pass or inconclusive is its
+    interval's width against the target (test_an_interval_that_misses_its_target_is_inconclusive_not_pass): even at
+    +-10% a noisy minute missed it here (2.96x [2.61, 3.35], CI of 2026-12-07 on the AVX2 EPYC)."""
     result = project.runpytest_subprocess("--baselines-dir", str(project.path / "empty"), "--ci-target", "0.1", *FAST)
     result.assert_outcomes(passed=1, skipped=1)
-    result.stdout.fnmatch_lines(
-        ["test_half_the_work *new *ok *pass 1*", "1. no history on this machine*(test_half_the_work)"]
-    )
+    (row,) = [line for line in result.outlines if line.startswith("test_half_the_work ")]
+    assert re.fullmatch(r"test_half_the_work +\d\.\d\dx \[[\d., ]+\] +new +ok +(pass|inconclusive) [\d,]+", row), row
+    notes = {line.split(". ", 1)[1] for line in result.outlines if re.match(r"\d+\. ", line)}
+    assert "no history on this machine: speed reported, not gated (test_half_the_work)" in notes, notes
 
 
 @pytest.mark.timed
