@@ -99,6 +99,9 @@ def test_the_point_is_the_geometric_mean_and_the_interval_is_t_on_k_minus_1():
     se = float(np.std(logs, ddof=1)) / math.sqrt(3)
     assert math.log(found.speedup.high / found.speedup.point) == pytest.approx(4.302653 * se, rel=1e-5)
     assert math.log(found.speedup.point / found.speedup.low) == pytest.approx(4.302653 * se, rel=1e-5)
+    at_90 = across_processes(processes, confidence=0.9).speedup
+    assert found.speedup.confidence == 0.95 and at_90.confidence == 0.9
+    assert math.log(at_90.high / at_90.point) == pytest.approx(2.919986 * se, rel=1e-5)
 
 
 def test_tau_is_the_spread_the_processes_own_rounds_do_not_explain():
@@ -159,7 +162,10 @@ def test_each_process_gets_its_share_of_the_rounds_and_the_budget():
 
 def test_the_earlier_processes_reach_the_last_as_they_were(tmp_path):
     earlier = (Interval(1.1, 1.0, 1.2), Interval(1.3, 1.25, 1.35))
-    assert read_earlier(write_earlier(tmp_path, earlier)) == earlier
+    path = write_earlier(tmp_path, earlier)
+    # In the run's scratch folder, which the run removes at its end, and named for what it holds.
+    assert path.parent == tmp_path and path.name.startswith("earlier-") and path.name.endswith(".json")
+    assert read_earlier(path) == earlier
     assert read_earlier(None) == ()
 
 
