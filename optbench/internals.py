@@ -28,6 +28,8 @@ Guarded here:
   of its own. No public API sets it.
 - `DistributedDataParallel._get_ddp_logging_data`: the options and buckets DDP's C++ reducer runs with, for
   proof that a DDP setting is in effect. No public API reads them.
+- `torch._C._set_deterministic_algorithms`: the deterministic-kernels flag without the inductor import that
+  `torch.use_deterministic_algorithms` makes to set inductor's own flag (`use_deterministic_algorithms`).
 - pytest-benchmark's `BenchmarkFixture._timer` / `_disable_gc`: the timer and gc setting it times with, which
   `--benchmark-timer`, `--benchmark-disable-gc` or a test's benchmark mark chose.
 
@@ -40,6 +42,7 @@ from __future__ import annotations
 
 import functools
 import importlib.metadata
+import sys
 import types
 import warnings
 from collections.abc import Callable
@@ -61,7 +64,35 @@ def missing(what: str, lost: str, package: str = "torch") -> str:
     return f"{package} {importlib.metadata.version(package)} has no {what}: {lost}"
 
 
+def dynamo_loaded() -> bool:
+    """Whether dynamo has been imported in this process. `torch.compile` imports it, so until it is nothing has
+    compiled: its counters would read zero and a reset would forget nothing. Importing it only to learn that costs
+    3.2 s (2-core AMD EPYC, torch 2.14.1) in every case process that never compiles."""
+    return "torch._dynamo" in sys.modules
+
+
+def reset_compiler() -> None:
+    """`torch.compiler.reset()` where dynamo is loaded (`dynamo_loaded`): each case compiles from scratch."""
+    if dynamo_loaded():
+        torch.compiler.reset()
+
+
+def use_deterministic_algorithms(mode: bool, warn_only: bool) -> None:
+    """`torch.use_deterministic_algorithms`, without its import of inductor (and dynamo) where inductor is not
+    loaded yet: it sets inductor's `deterministic` config beside the eager flag, and an inductor nothing has
+    imported has compiled nothing. The import costs 1.8 s of every case process that never compiles.
+
+    Private: `torch._C._set_deterministic_algorithms`, the eager flag alone; without it, the public call."""
+    set_eager_flag = getattr(torch._C, "_set_deterministic_algorithms", None)
+    if set_eager_flag is None or "torch._inductor.config" in sys.modules:
+        torch.use_deterministic_algorithms(mode, warn_only=warn_only)
+    else:
+        set_eager_flag(mode, warn_only=warn_only)
+
+
 def _dynamo_counters() -> Any:
+    if not dynamo_loaded():
+        return None
     try:
         from torch._dynamo.utils import counters
     except ImportError:
@@ -99,6 +130,8 @@ def guard_failures_since(marks: GuardMarks) -> list[str]:
 
 
 def _guard_failures() -> dict[object, list[object]]:
+    if not dynamo_loaded():
+        return {}
     try:
         from torch._dynamo.utils import guard_failures
     except ImportError:

@@ -27,7 +27,7 @@ from .gate import Floor, GateSettings, MemoryClaim, Verdict, judge
 from .gpu_clocks import GpuClocks, GpuState, clock_note
 from .in_effect import InEffect
 from .in_effect import failures as not_in_effect
-from .internals import benchmark_timing, compile_counts_problem, compile_errors_fall_back_to_eager
+from .internals import benchmark_timing, compile_counts_problem, compile_errors_fall_back_to_eager, reset_compiler
 from .isolation import Finished, IsolationError
 from .measurement import (
     BeyondTimeLimit,
@@ -213,7 +213,7 @@ class CaseRunner:
     def _guarded(self, case: Case, phase: Phase, measure: Callable[[Case, Phase], Measuring]) -> Measuring:
         """`measure(case, phase)` from a compiler reset, within the case's time limit; a fault fails the case."""
         # Each case compiles from scratch, so its compile time and graph counts are its own.
-        torch.compiler.reset()
+        reset_compiler()
         fault: Exception | None = None
         try:
             fallback = compile_errors_fall_back_to_eager() if self.settings.compile_fallback else nullcontext()
@@ -259,7 +259,7 @@ class CaseRunner:
 
     def _time_independently(self, case: Case) -> Record:
         """Only the independent timer, on a fresh process's first calls of the case (optbench.agreement)."""
-        torch.compiler.reset()
+        reset_compiler()
         with preserved_global_state():
             ratios = independent_ratios(case.reference, case.optimized)
         record = Record(

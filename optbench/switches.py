@@ -15,6 +15,8 @@ from typing import Any
 
 import torch
 
+from .internals import use_deterministic_algorithms
+
 _FP32_PRECISION_OWNERS = (
     "backends",
     "backends.cuda.matmul",
@@ -70,7 +72,7 @@ def preserved_global_state() -> Iterator[None]:
         if torch.get_num_threads() != threads:
             torch.set_num_threads(threads)
         if torch.are_deterministic_algorithms_enabled() != deterministic:
-            torch.use_deterministic_algorithms(deterministic, warn_only=warn_only)
+            use_deterministic_algorithms(deterministic, warn_only=warn_only)
 
 
 @contextmanager
@@ -115,12 +117,12 @@ def deterministic_settings() -> Iterator[None]:
         torch.is_deterministic_algorithms_warn_only_enabled(),
     )
     cudnn_deterministic = torch.backends.cudnn.deterministic
-    torch.use_deterministic_algorithms(True, warn_only=True)
+    use_deterministic_algorithms(True, warn_only=True)
     torch.backends.cudnn.deterministic = True
     try:
         yield
     finally:
-        torch.use_deterministic_algorithms(deterministic, warn_only=warn_only)
+        use_deterministic_algorithms(deterministic, warn_only=warn_only)
         torch.backends.cudnn.deterministic = cudnn_deterministic
 
 

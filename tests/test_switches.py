@@ -1,5 +1,8 @@
 """Process-wide switches a case flips are restored after it, whatever it does."""
 
+import subprocess
+import sys
+
 import pytest
 import torch
 
@@ -37,3 +40,32 @@ def test_intra_op_threads_are_restored():
     with intra_op_threads(threads + 1):
         assert torch.get_num_threads() == threads + 1
     assert torch.get_num_threads() == threads
+
+
+NEVER_COMPILES = """
+import sys
+import torch
+from optbench.internals import reset_compiler
+from optbench.switches import deterministic_settings
+
+reset_compiler()
+with deterministic_settings():
+    inside = torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()
+print(inside, torch.are_deterministic_algorithms_enabled(), "torch._dynamo" in sys.modules)
+if sys.argv[1] == "compiled":
+    import torch._inductor.config as inductor
+    with deterministic_settings():
+        print(inductor.deterministic, end=" ")
+    print(inductor.deterministic)
+"""
+
+
+def test_a_case_that_never_compiles_never_imports_the_compiler_and_still_runs_deterministic():
+    """Importing dynamo and inductor costs a case's process 1.8 s; once they are loaded, inductor's own
+    deterministic flag is set with the eager one."""
+    never, compiled = (
+        subprocess.run([sys.executable, "-c", NEVER_COMPILES, side], capture_output=True, text=True, check=True)
+        for side in ("never", "compiled")
+    )
+    assert never.stdout.split("\n")[0] == "(True, True) False False"
+    assert compiled.stdout.split("\n")[1] == "True False"
