@@ -67,11 +67,11 @@ from .workers import (
 )
 from .workload import InferenceWorkload
 
-# What every case's fresh process would otherwise import for itself, 1 s on a 2-core AMD EPYC: the case's interval
-# needs scipy.stats (optbench.stats imports it at first use, so a pytest process that times nothing does not pay
-# for it). Not torch._dynamo (1.8 s): only a case that compiles needs it, and torchvision, which the catalogue's
-# models preload, imports it anyway.
-ZYGOTE_PRELOAD = ("scipy.stats",)
+# What every case's fresh process would otherwise import for itself: the case's interval needs scipy.special
+# (optbench.stats imports it at first use, so a pytest process that times nothing does not pay for it). Not
+# torch._dynamo (1.8 s, 2-core AMD EPYC): only a case that compiles needs it, and torchvision, which the
+# catalogue's models preload, imports it anyway.
+ZYGOTE_PRELOAD = ("scipy.special",)
 
 DETERMINISTIC_CUBLAS = ":4096:8"
 """CUBLAS_WORKSPACE_CONFIG that makes cuBLAS deterministic, as torch.use_deterministic_algorithms asks."""

@@ -164,18 +164,30 @@ class LogRatioEstimate:
         return Interval(math.exp(self.mean), math.exp(self.mean - margin), math.exp(self.mean + margin), confidence)
 
 
-def _scipy_stats() -> ModuleType:
-    """scipy.stats, imported at first use: it takes 1.2 s (2-core Xeon), which every pytest process that loads the
-    plugin would pay while only the processes that time a case need it, and those fork from a zygote that has
-    imported it (optbench.plugin.ZYGOTE_PRELOAD)."""
-    from scipy import stats
+def _special() -> ModuleType:
+    """scipy.special, imported at first use, and not scipy.stats: the stats module took 1.2 s of every case process
+    (2-core Xeon), its special functions 0.14 s (2-core AMD EPYC), and each pytest process that times nothing
+    loads the plugin without either. Case processes fork from a zygote that imported it
+    (optbench.plugin.ZYGOTE_PRELOAD)."""
+    from scipy import special
 
-    return stats
+    return special
 
 
 def t_quantile(probability: float, degrees_of_freedom: float) -> float:
-    """Student's t quantile."""
-    return float(_scipy_stats().t.ppf(probability, degrees_of_freedom))
+    """Student's t quantile (scipy.stats.t.ppf)."""
+    return float(_special().stdtrit(degrees_of_freedom, probability))
+
+
+def chi2_quantile(probability: float, degrees_of_freedom: float) -> float:
+    """The chi-square quantile (scipy.stats.chi2.ppf): chdtri inverts the upper tail."""
+    return float(_special().chdtri(degrees_of_freedom, 1 - probability))
+
+
+def trimmed_mean(values: np.ndarray, trim: float) -> float:
+    """The mean of `values` without the floor(trim n) smallest and largest (scipy.stats.trim_mean)."""
+    cut = math.floor(trim * values.size)
+    return float(np.mean(np.sort(values)[cut : values.size - cut]))
 
 
 def estimate(reference: Sequence[float], optimized: Sequence[float], trim: float = TRIM) -> LogRatioEstimate:
@@ -188,7 +200,7 @@ def estimate(reference: Sequence[float], optimized: Sequence[float], trim: float
     spread = float(np.std(winsorized, ddof=1))
     standard_error = spread / ((1 - 2 * trim) * math.sqrt(n)) * math.sqrt(found.variance_factor)
     return LogRatioEstimate(
-        mean=float(_scipy_stats().trim_mean(d, trim)),
+        mean=trimmed_mean(d, trim),
         standard_error=standard_error,
         degrees_of_freedom=max(1.0, (kept - 1) / found.degrees_of_freedom_factor),
         autocorrelation_factor=found.variance_factor,
@@ -218,7 +230,7 @@ def rounds_for_precision(
     n_pilot = len(reference)
     if pilot.standard_error == 0:
         return 2
-    pessimism = pilot.degrees_of_freedom / _scipy_stats().chi2.ppf(PILOT_SPREAD_QUANTILE, pilot.degrees_of_freedom)
+    pessimism = pilot.degrees_of_freedom / chi2_quantile(PILOT_SPREAD_QUANTILE, pilot.degrees_of_freedom)
     quantile = 0.5 + confidence / 2
     needed = 2
     for _ in range(PLAN_ITERATIONS):

@@ -2,8 +2,17 @@ import math
 
 import numpy as np
 import pytest
+import scipy.stats
 
-from optbench.stats import estimate, long_run_variance_factor, rounds_for_precision, speedup
+from optbench.stats import (
+    chi2_quantile,
+    estimate,
+    long_run_variance_factor,
+    rounds_for_precision,
+    speedup,
+    t_quantile,
+    trimmed_mean,
+)
 
 
 def paired_timings(true_ratio, rounds, noise, seed=0, drift=0.2):
@@ -200,3 +209,18 @@ def test_block_times_must_be_positive_on_either_side_and_come_as_one_series_of_t
 
 def test_a_noiseless_pilot_plans_the_fewest_rounds():
     assert rounds_for_precision([2.0] * 10, [1.0] * 10, half_width=0.03) == 2
+
+
+@pytest.mark.parametrize("degrees_of_freedom", [1, 2.5, 23, 400])
+def test_its_quantiles_and_trimmed_mean_are_scipy_stats_own(degrees_of_freedom):
+    """optbench.stats computes them from scipy.special, without the 1 s import of scipy.stats in every case process."""
+    for probability in (0.05, 0.9, 0.975):
+        assert t_quantile(probability, degrees_of_freedom) == pytest.approx(
+            scipy.stats.t.ppf(probability, degrees_of_freedom), rel=1e-9
+        )
+        assert chi2_quantile(probability, degrees_of_freedom) == pytest.approx(
+            scipy.stats.chi2.ppf(probability, degrees_of_freedom), rel=1e-9
+        )
+    values = np.random.default_rng(int(degrees_of_freedom)).lognormal(size=23)
+    for trim in (0.0, 0.1, 0.25):
+        assert trimmed_mean(values, trim) == pytest.approx(scipy.stats.trim_mean(values, trim), rel=1e-12)
