@@ -32,9 +32,9 @@ def requirement(mode, workload):
     return MODES[mode]
 
 
-# Smoke: where fusion pays on a CPU (ln-mlp), the seed's ResNet (tests/test_agreement.py's catalogue case) and the
-# per-op-bound batch-1 ViT, with the GPU-only modes and the pointwise chain; the batched ViT (the same compile path
-# as batch 1, 23 s of a CI run) in standard.
+# Smoke: where fusion pays on a CPU (ln-mlp), the seed's ResNet and the per-op-bound batch-1 ViT
+# (tests/test_agreement.py's catalogue case), with the GPU-only modes and the pointwise chain; the batched ViT
+# (the same compile path as batch 1, 23 s of a CI run) in standard.
 SMOKE_WORKLOADS = ("ln-mlp", "resnet", "vit-b1", "pointwise")
 
 
