@@ -130,6 +130,15 @@ def main(argv: list[str] | None = None) -> int:
     dashboard.add_argument("--output", type=Path, default=Path("optbench-dashboard"))
     dashboard.add_argument("--recent", type=int, default=RECENT_NIGHTS, help="nights that count as news")
     arguments = parser.parse_args(argv)
+    if any(arg == "--results-dir" or arg.startswith("--results-dir=") for arg in getattr(arguments, "pytest_args", [])):
+        # A study reads back the records of the runs it starts from folders of its own; pointed elsewhere, it
+        # found none after a 36-minute agree run and said "no case was timed".
+        print(
+            f"error: {arguments.command} keeps its runs' records in folders of its own and writes what it found to "
+            "--output; drop --results-dir",
+            file=sys.stderr,
+        )
+        return 2
     output = getattr(arguments, "output", None)
     if output is not None:
         # Before measuring, never after: agree, order and calibrate write their table at the end of a long run.

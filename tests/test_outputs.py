@@ -1,5 +1,6 @@
 """Output paths are checked before anything is measured: a long run never fails at its end on a bad path."""
 
+import subprocess
 import time
 
 import pytest
@@ -78,3 +79,19 @@ def test_a_command_whose_output_cannot_be_written_stops_before_measuring(command
     assert time.monotonic() - started < 1
     error = capsys.readouterr().err.strip()
     assert error.startswith("error: --output: cannot create /proc/no") and "\n" not in error
+
+
+@pytest.mark.parametrize("command", ["agree", "drift", "components", "advise"])
+@pytest.mark.parametrize("option", [["--results-dir", "elsewhere"], ["--results-dir=elsewhere"]])
+def test_a_command_that_reads_its_own_runs_refuses_a_results_dir_before_measuring(command, option, capsys, monkeypatch):
+    def measuring(*_, **__):
+        raise AssertionError("started a pytest run")
+
+    monkeypatch.setattr(subprocess, "run", measuring)
+    monkeypatch.setattr(subprocess, "Popen", measuring)
+    assert main([command, "--", "--case-budget", "1", *option]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error == (
+        f"error: {command} keeps its runs' records in folders of its own and writes what it found to --output; "
+        "drop --results-dir"
+    )
