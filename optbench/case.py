@@ -81,3 +81,6 @@ class Case:
     case ends skipped with "does not work on this model: <the error>" instead of failing the run."""
     notes: tuple[str, ...] = ()
     """Said in the verdict's notes: what the names promise that this case does not do (a switch set to no effect)."""
+    close: Callable[[], None] | None = None
+    """Frees what the case holds that the garbage collector frees late: run once the case is measured and judged
+    (a training case's DataLoader workers, optbench.training.Trainer.close)."""

@@ -30,6 +30,8 @@ Guarded here:
   proof that a DDP setting is in effect. No public API reads them.
 - `torch._C._set_deterministic_algorithms`: the deterministic-kernels flag without the inductor import that
   `torch.use_deterministic_algorithms` makes to set inductor's own flag (`use_deterministic_algorithms`).
+- `DataLoader._iterator._shutdown_workers`: a DataLoader's persistent workers stopped when the harness is done with
+  it. No public API stops them; left to the garbage collector they can take 5 s each (optbench.training).
 - pytest-benchmark's `BenchmarkFixture._timer` / `_disable_gc`: the timer and gc setting it times with, which
   `--benchmark-timer`, `--benchmark-disable-gc` or a test's benchmark mark chose.
 
@@ -286,6 +288,19 @@ def mode_uses_cuda_graphs(mode: str) -> bool:
         # No warning needed: the modes that add CUDA graphs are documented by name.
         return mode in _CUDA_GRAPH_MODES
     return bool(list_mode_options(mode).get("triton.cudagraphs"))
+
+
+def shut_down_workers(loader: torch.utils.data.DataLoader) -> None:
+    """Stops `loader`'s persistent worker processes now; a later iter() starts new ones."""
+    iterator = getattr(loader, "_iterator", None)
+    shut_down = getattr(iterator, "_shutdown_workers", None)
+    if iterator is not None and shut_down is None:
+        lost = "a loader's workers are left to the garbage collector"
+        warnings.warn(missing("DataLoader._iterator._shutdown_workers", lost), stacklevel=2)
+        return
+    if shut_down is not None:
+        shut_down()
+        loader._iterator = None
 
 
 def fused_optimizer_devices() -> frozenset[str]:

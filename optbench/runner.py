@@ -159,7 +159,15 @@ class CaseRunner:
         second (optbench.progress)."""
 
     def run(self, case: Case) -> Record:
-        """Measure, check and gate `case`; returns its record, fails the test on a failing verdict."""
+        """Measure, check and gate `case`; returns its record, fails the test on a failing verdict. Then what the
+        case holds is freed (`Case.close`), however it ended."""
+        try:
+            return self._run(case)
+        finally:
+            if case.close is not None:
+                case.close()
+
+    def _run(self, case: Case) -> Record:
         settings = self.settings
         reason = case.requires.unmet(settings.device, settings.profile.name)
         if reason:

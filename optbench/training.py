@@ -36,7 +36,7 @@ import inspect
 import itertools
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, NamedTuple
@@ -67,7 +67,13 @@ from .in_effect import (
     Recomputes,
     Side,
 )
-from .internals import fused_optimizer_devices, inductor_with_memory_budget, mode_uses_cuda_graphs, profiler_recording
+from .internals import (
+    fused_optimizer_devices,
+    inductor_with_memory_budget,
+    mode_uses_cuda_graphs,
+    profiler_recording,
+    shut_down_workers,
+)
 from .memory_payoff import MemoryPayoff
 from .shared import RunShared
 from .workload import OWN_MODEL_FLOOR, Batch, batch_as, batch_to, channels_last_misfit, not_applicable, operations_of
@@ -369,7 +375,7 @@ class Trainer:
         self.optimizer_step = torch.compile(self._optimizer_step) if tricks.compile_optimizer else self._optimizer_step
         self.batches = [self.to_device(batch) for batch in workload.fixed_batches()]
         self._calls = 0
-        self._host_batches: Iterator[Batch] | None = None
+        self._host_batches: Generator[Batch, None, None] | None = None
         self._loader: DataLoader | None = None
         self.loaded_by: list[int] = []
         """The processes that collated the batches of the last timed call through a loader."""
@@ -463,7 +469,22 @@ class Trainer:
             self._loader = self.workload.loading(self.tricks.loading or PINNED_LOADING, self.tricks.pin_memory)
         return self._loader
 
-    def _unwrapped(self, loaded: Iterable[Loaded]) -> Iterator[Batch]:
+    def close(self) -> None:
+        """Stops the worker processes of the trainer's loaders now.
+
+        Left to the garbage collector, a DataLoader iterator in a reference cycle (the trainer and its batch
+        generator make one) waits for each worker: the collector runs the weakref callbacks first, which close
+        the iterator's queues, so the stop signal its `__del__` then sends never reaches the workers, and each is
+        joined until DataLoader's 5 s status interval runs out and then terminated. Measured (2-core AMD EPYC, torch
+        2.14.1): a `gc.collect()` after a case of 2 persistent workers took 10.3 s, and a harness test that happened
+        to collect two such cases' garbage 20.7 s."""
+        if self._host_batches is not None:
+            self._host_batches.close()  # the chain it holds drops its iterator, which stops that epoch's workers
+            self._host_batches = None
+        if self._loader is not None:
+            shut_down_workers(self._loader)
+
+    def _unwrapped(self, loaded: Iterable[Loaded]) -> Generator[Batch, None, None]:
         for pid, batch in loaded:
             self.loaded_by.append(pid)
             yield batch
@@ -704,7 +725,13 @@ class TrainingWorkload:
             in_effect=in_effect(slow, fast),
             memory_payoff=memory_payoff,
             model_may_break=self.own_model,
+            close=partial(close_trainers, slow, fast),
         )
+
+
+def close_trainers(*trainers: Trainer) -> None:
+    for trainer in trainers:
+        trainer.close()
 
 
 def epoch_starts(reference: Trainer, optimized: Trainer) -> dict[str, Any]:

@@ -1,5 +1,6 @@
 """Data loading (num_workers, persistent_workers, prefetch_factor): same batches, workers seen, on any setup."""
 
+import multiprocessing
 from dataclasses import replace
 
 import pytest
@@ -22,10 +23,25 @@ def jpeg_workload(data=None):
     return training_workload("tiny-jpeg", SPEC, torch.device("cpu"), data)
 
 
+CASES = []
+"""The loading cases a test made, closed after it (`_close_the_cases_workers`)."""
+
+
+@pytest.fixture(autouse=True)
+def _close_the_cases_workers():
+    """As the runner closes each case: left to the garbage collector, a case's persistent workers took 5 s each
+    to stop, in whichever later test the collection happened to run."""
+    yield
+    while CASES:
+        CASES.pop().close()
+
+
 def loading_case(workload, loading):
-    return workload.case(
+    case = workload.case(
         Tricks(loading=loading), reference=IN_PROCESS, accuracy=SameBatches(), floor=1, names=("0", loading.label)
     )
+    CASES.append(case)
+    return case
 
 
 @pytest.mark.parametrize("loading", VARIANTS, ids=lambda loading: loading.label)
@@ -71,6 +87,17 @@ def test_workers_are_seen_loading_and_a_loader_that_ignores_them_is_not_in_effec
     idle = loading_case(jpeg_workload(), loading)
     observed = [observer(idle) for observer in idle.in_effect]
     assert [s.in_effect for s in observed] == [False, True], [s.text() for s in observed]
+
+
+def test_closing_a_case_stops_its_workers_at_once():
+    """Not left to the garbage collector, which took 5 s a worker (optbench.training.Trainer.close)."""
+    before = set(multiprocessing.active_children())
+    case = loading_case(jpeg_workload(), Loading(2, persistent_workers=True))
+    case.optimized_output()
+    workers = set(multiprocessing.active_children()) - before
+    assert len(workers) == 2
+    case.close()
+    assert not any(worker.is_alive() for worker in workers)
 
 
 def test_persistent_workers_that_restart_each_epoch_are_not_in_effect(monkeypatch):

@@ -241,7 +241,7 @@ def test_a_failed_case_leaves_no_tensor_alive_for_the_next_one(pytester):
     result.stdout.fnmatch_lines(["*::test_b_fails_holding_its_model: out of memory during first calls*"])
 
 
-def test_a_sticky_cuda_error_still_publishes_the_fault_record(tmp_path, monkeypatch):
+def test_a_sticky_cuda_error_still_publishes_the_fault_record_and_closes_the_case(tmp_path, monkeypatch):
     def sticky(device=None):
         raise RuntimeError("CUDA error: an illegal memory access was encountered")
 
@@ -262,8 +262,10 @@ def test_a_sticky_cuda_error_still_publishes_the_fault_record(tmp_path, monkeypa
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
 
     monkeypatch.setattr(runner, "_measure", out_of_memory)
-    case = Case(reference=lambda: 1, optimized=lambda: 1, accuracy=Exact(), floor=1.0)
+    closed = []
+    case = Case(reference=lambda: 1, optimized=lambda: 1, accuracy=Exact(), floor=1.0, close=lambda: closed.append(1))
     with pytest.raises(pytest.fail.Exception, match=r"out of memory during setup.*CUDA context is unusable"):
         runner.run(case)
+    assert closed == [1]
     (record,) = published
     assert "out of memory during setup" in record.verdict.failures[0]
