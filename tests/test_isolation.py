@@ -94,6 +94,8 @@ def test_a_cases_speedup_is_the_same_alone_after_a_state_changing_test_and_in_re
     check = check_order(stateful.path, stateful.path / "order", tests="test_stateful.py", options=FAST)
     assert list(check.forward) == list(check.reversed) == list(check.alone), check
     (case,) = check.forward
+    # Alone, only the case ran: the test before it times nothing, and a run of it alone would have nothing to show.
+    assert [path.name for path in (stateful.path / "order").glob("alone-*")] == ["alone-1"]
     isolated = check.alone[case].speedup
     in_one_process = speedup_of(stateful, FIRST, CASE, "--isolation", "none", "--agree")
     # Without isolation the planted state shows (the test can fail): allocating pays page faults on every call.
