@@ -169,31 +169,6 @@ def test_a_case_that_hangs_in_its_warm_up_shows_that_phase_while_it_hangs(projec
     assert len(set(seconds)) >= 3, statuses
 
 
-def test_the_status_never_stays_in_pytests_output_under_xdist(project):
-    plain = project.runpytest_subprocess("-n", "2", "--progress", "off", *FAST)
-    shown = project.runpytest_subprocess("-n", "2", "--progress", "tty", *FAST)
-    shown.assert_outcomes(passed=2)
-    drawn = STATUS.findall(shown.stdout.str())
-    # The controller showed its workers' cases, with the phases they left.
-    assert any(re.match(r"test_\w+: [a-z-]+[^,]*, \d+ s", status) for status in drawn), drawn
-    cleaned = STATUS.sub("", shown.stdout.str())
-    assert "run ~" not in cleaned
-    # What pytest wrote is unchanged: the same lines as without the status, timings aside.
-    assert _shape(cleaned) == _shape(plain.stdout.str())
-
-
-def test_under_xdist_a_case_that_hangs_shows_its_workers_phase_while_it_hangs(pytester):
-    pytester.makeconftest(CONFTEST)
-    # Untimed under xdist on a CPU: the sleep is put in the first call, the one phase every case has.
-    pytester.makepyfile(test_hangs=HANGS_IN_WARM_UP.replace("len(calls) == 5", "len(calls) == 1"))
-    result = pytester.runpytest_subprocess("-n", "2", "--progress", "tty", *FAST)
-    result.assert_outcomes(passed=2)
-    statuses = " ".join(STATUS.findall(result.stdout.str()))
-    seconds = re.findall(r"test_hangs: first calls \(compilation\), (\d+) s", statuses)
-    # Redrawn about every second by the controller while the worker sleeps, each time with the worker's phase.
-    assert len(set(seconds)) >= 3, statuses
-
-
 PLAIN_TESTS = """
 def test_plain_one():
     pass
@@ -249,11 +224,23 @@ def test_the_timed_rounds_are_told_at_most_once_a_second_and_a_new_phase_at_once
     assert told == ["timed rounds 0 of 24", "timed rounds 8 of 24", "accuracy"]
 
 
-def test_an_xdist_controller_counts_only_the_cases_its_workers_collected(pytester):
-    """The controller hears node ids only; the harness's own 758 tests under `-n 2` once read "estimated 183 min
-    for 758 cases", none of them a case."""
+def test_under_xdist_the_controller_draws_its_workers_phases_and_leaves_pytest_s_output_as_it_was(pytester):
+    """One pair of `-n 2` runs, plain tests beside two cases, one of which sleeps 3 s in its first call (untimed
+    under xdist on a CPU, the first call is the one phase every case has).
+
+    The controller hears node ids only: the harness's own 758 tests under `-n 2` once read "estimated 183 min for
+    758 cases", none of them a case. While the worker sleeps the controller redraws its phase about every second;
+    and what pytest wrote is the same as with the status off, timings aside."""
     pytester.makeconftest(CONFTEST)
-    pytester.makepyfile(test_a_plain=PLAIN_TESTS, test_b_cases=HANGS_IN_WARM_UP.replace("len(calls) == 5", "False"))
-    result = pytester.runpytest_subprocess("-n", "2", "--profile", "smoke", "--benchmark-disable", *FAST)
-    result.assert_outcomes(passed=5)
-    result.stdout.fnmatch_lines(["optbench: estimated * for 2 cases on 2 worker(s) *"])
+    hangs_first = HANGS_IN_WARM_UP.replace("len(calls) == 5", "len(calls) == 1")
+    pytester.makepyfile(test_a_plain=PLAIN_TESTS, test_b_cases=hangs_first)
+    plain = pytester.runpytest_subprocess("-n", "2", "--profile", "smoke", "--progress", "off", *FAST)
+    shown = pytester.runpytest_subprocess("-n", "2", "--profile", "smoke", "--progress", "tty", *FAST)
+    shown.assert_outcomes(passed=5)
+    shown.stdout.fnmatch_lines(["optbench: estimated * for 2 cases on 2 worker(s) *"])
+    drawn = STATUS.findall(shown.stdout.str())
+    seconds = re.findall(r"test_hangs: first calls \(compilation\), (\d+) s", " ".join(drawn))
+    assert len(set(seconds)) >= 3, drawn
+    cleaned = STATUS.sub("", shown.stdout.str())
+    assert "run ~" not in cleaned
+    assert _shape(cleaned) == _shape(plain.stdout.str())

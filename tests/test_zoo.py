@@ -38,7 +38,7 @@ SUBSETS = {
     # outputs of 1e-9: memory format and a switch read inside the call, held at that scale; channels_last planted
     "mobilenet": "(test_channels_last and fp32) or conv_precision or grad-vs-no_grad",
     # compile counts of a shape policy through Hugging Face attention, and Exact once autograd is off
-    "vit": "mark_dynamic or grad-vs-inference_mode",
+    "vit": "mark_dynamic or (grad-vs-inference_mode and not no_grad)",
     # a dict of per-pixel maps, each leaf compared; half precision and channels_last on a segmentation head
     "segmentation": "(test_reduced_precision and fp16) or (test_channels_last and (bf16 or fp32))",
     # dict inputs with padding; torchao's int8 on Linear layers (compiled), the matmul precision switch
@@ -105,7 +105,7 @@ def test_advise_on_a_zoo_family_writes_a_recipe_that_runs_on_it_within_its_limit
     chose no dtype, within the reduced-precision limits where it chose one (which, is the CPU's to say)."""
     command = [sys.executable, "-m", "optbench", "advise", "--model", f"{ROOT / SPEC}:{ADVISED}"]
     command += ["--inputs", f"{ROOT / SPEC}:{ADVISED}_inputs", "--model-name", ADVISED, "--"]
-    command += ["-k", "grad-vs-inference_mode or (test_reduced_precision and bf16)"]
+    command += ["-k", "(grad-vs-inference_mode and not no_grad) or (test_reduced_precision and bf16)"]
     command += ["--case-budget", "1", "--min-rounds", "4"]
     environment = {**os.environ, "PYTHONPATH": str(ROOT)}
     run = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, check=False, env=environment)
