@@ -290,17 +290,21 @@ def mode_uses_cuda_graphs(mode: str) -> bool:
     return bool(list_mode_options(mode).get("triton.cudagraphs"))
 
 
+_MISSING = object()
+
+
 def shut_down_workers(loader: torch.utils.data.DataLoader) -> None:
     """Stops `loader`'s persistent worker processes now; a later iter() starts new ones."""
-    iterator = getattr(loader, "_iterator", None)
+    iterator = getattr(loader, "_iterator", _MISSING)
+    if iterator is None:  # no persistent workers, or none started
+        return
     shut_down = getattr(iterator, "_shutdown_workers", None)
-    if iterator is not None and shut_down is None:
+    if shut_down is None:
         lost = "a loader's workers are left to the garbage collector"
         warnings.warn(missing("DataLoader._iterator._shutdown_workers", lost), stacklevel=2)
         return
-    if shut_down is not None:
-        shut_down()
-        loader._iterator = None
+    shut_down()
+    loader._iterator = None
 
 
 def fused_optimizer_devices() -> frozenset[str]:

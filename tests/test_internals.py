@@ -168,3 +168,15 @@ def test_a_torch_without_an_activation_memory_budget_gives_no_backend(monkeypatc
 def test_a_module_without_ddp_logging_data_says_so_in_one_line():
     with pytest.warns(UserWarning, match="_get_ddp_logging_data.*DDP cases cannot prove their options"):
         assert internals.ddp_logging_data(torch.nn.Linear(2, 2)) is None
+
+
+def test_a_renamed_dataloader_shutdown_warns_that_the_workers_are_left_to_the_garbage_collector(monkeypatch):
+    loader = torch.utils.data.DataLoader(list(range(8)), batch_size=2, num_workers=2, persistent_workers=True)
+    list(loader)
+    workers = loader._iterator._workers
+    monkeypatch.delattr(type(loader._iterator), "_shutdown_workers")
+    with pytest.warns(UserWarning, match="no DataLoader._iterator._shutdown_workers: a loader's workers are left"):
+        internals.shut_down_workers(loader)
+    monkeypatch.undo()
+    internals.shut_down_workers(loader)
+    assert loader._iterator is None and not any(worker.is_alive() for worker in workers)
