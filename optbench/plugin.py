@@ -6,6 +6,7 @@ import argparse
 import datetime
 import json
 import os
+import random
 import re
 import shutil
 import tempfile
@@ -27,6 +28,7 @@ from .confirmation import case_arguments, confirm_in_fresh_process, independent_
 from .environment import current_commit, environment_key, fingerprint
 from .faults import forget_frames, release_memory
 from .gate import GateSettings
+from .interleave import EarlierProcesses
 from .isolation import Finished, Outcome, Zygote, preloaded_modules, scratch_dir
 from .outputs import OutputError, writable_folder
 from .own_model import SpecError, load_training, load_workload
@@ -48,7 +50,7 @@ from .recipe import load_recipe
 from .recommendation import recommendation_markdown
 from .record import RECORD_KEY, RECORDS_FILE, Record, RecordError
 from .regression import pooled_variance
-from .report import CHANGE_HEADERS, changes_rows, summary
+from .report import CHANGE_HEADERS, case_label, changes_rows, summary
 from .run_page import PAGE, write_run_page
 from .runner import CaseRunner, RunSettings
 from .runs import saved_records
@@ -400,6 +402,7 @@ class OptbenchSession:
         self._worker_runs: list[Path] = []
         """On a --gpu-per-worker controller: each worker's benchmark JSON, merged at the end."""
         self._zygote: Zygote | None = None
+        self._earlier = self._earlier_processes([])
         self._outcome: Outcome | None = None
         self.allocator, self._zygote_environment = self._allocator()
         self.progress: Progress | None = None
@@ -524,32 +527,43 @@ class OptbenchSession:
 
     def run_isolated(self, node_id: str) -> Finished:
         """Runs the case `node_id` in fresh forks of this run's zygote (optbench.isolation): with --processes K,
-        K - 1 forks that only time it, then one that times it too and checks and judges it with all K intervals."""
-        if self._zygote is None:
-            preload = preloaded_modules(self.config.pluginmanager.get_plugins())
-            scratch = scratch_dir()
-            environment = {**self._zygote_environment, SHARED_ENV: str(scratch / "shared")}
-            self._zygote = Zygote(self.config.rootpath, preload, environment, scratch)
+        K - 1 forks that only time it (optbench.interleave: every case's, across the run), then one that times it
+        too and checks and judges it with all K intervals."""
         processes = self.profile.processes
         divided = per_process_arguments(self.profile) if processes > 1 else []
-        earlier: list[Interval] = []
-        for number in range(1, processes):
-            timing = self._fork(node_id, [*divided, "--optbench-timing-only"], f"process {number} of {processes}")
-            if timing.record is None or timing.record.speedup is None:
-                break  # the last process meets what stopped this one, and says so
-            earlier.append(timing.record.speedup)
+        earlier = self._earlier.of(node_id) if processes > 1 else []
         if earlier:
-            divided += ["--optbench-earlier", str(write_earlier(self._zygote.scratch, earlier))]
+            divided += ["--optbench-earlier", str(write_earlier(self._started_zygote().scratch, earlier))]
         # Its own confirmations and independent timer run inside it, each within the case's time limit.
         runs = 2 + self.settings().gate.confirmations
         label = f"process {processes} of {processes}" if processes > 1 else None
         return self._fork(node_id, divided, label, timeout_s=self.profile.case_timeout_s * runs + 120)
 
+    def _earlier_processes(self, cases: Sequence[str]) -> EarlierProcesses:
+        """The earlier processes of `cases`, interleaved where this process knows the run's cases (not a worker)."""
+        processes = self.profile.processes
+        divided = [*per_process_arguments(self.profile), "--optbench-timing-only"] if processes > 1 else []
+
+        def time_only(node_id: str, number: int) -> Interval | None:
+            label = f"process {number} of {processes}" + (f" of {case_label(node_id)}" if len(cases) > 1 else "")
+            timing = self._fork(node_id, divided, label)
+            return timing.record.speedup if timing.record is not None else None
+
+        return EarlierProcesses(cases, processes, time_only, interleaved=not self.is_worker, rng=random.Random())
+
+    def _started_zygote(self) -> Zygote:
+        if self._zygote is None:
+            preload = preloaded_modules(self.config.pluginmanager.get_plugins())
+            scratch = scratch_dir()
+            environment = {**self._zygote_environment, SHARED_ENV: str(scratch / "shared")}
+            self._zygote = Zygote(self.config.rootpath, preload, environment, scratch)
+        return self._zygote
+
     def _fork(self, node_id: str, extra: list[str], label: str | None, timeout_s: float | None = None) -> Finished:
         """One fork of the zygote running the case as this run measures it, plus `extra` arguments, into a results
         folder of its own; `label` prefixes the phases it reports."""
-        assert self._zygote is not None
-        results = Path(tempfile.mkdtemp(prefix="case-", dir=self._zygote.scratch))
+        zygote = self._started_zygote()
+        results = Path(tempfile.mkdtemp(prefix="case-", dir=zygote.scratch))
         arguments = case_arguments(self.config, node_id, results, gate=True)
         arguments += ["--optbench-isolated", "--optbench-gated-cases", str(self.settings().gate.gated_cases)]
         arguments += ["--optbench-threads", str(torch.get_num_threads()), "--optbench-key-threads", str(self.threads)]
@@ -559,7 +573,7 @@ class OptbenchSession:
         prefix = f"{label}: " if label else ""
         watch = (lambda: report(prefix + (read_phase(results / PHASE_FILE) or "starting"))) if report else None
         limit = timeout_s or self.profile.case_timeout_s + 120
-        return self._zygote.run(arguments, results, timeout_s=limit, watch=watch)
+        return zygote.run(arguments, results, timeout_s=limit, watch=watch)
 
     def close_zygote(self) -> None:
         if self._zygote is not None:
@@ -711,9 +725,10 @@ class OptbenchSession:
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         # Cases skipped by marker (the smoke subset) are known now and cost nothing; a device's skips come later.
-        cases = frozenset(
-            item.nodeid for item in session.items if is_case(item) and not item.get_closest_marker("skip")
-        )
+        ordered = [item.nodeid for item in session.items if is_case(item) and not item.get_closest_marker("skip")]
+        cases = frozenset(ordered)
+        if self.isolates():
+            self._earlier = self._earlier_processes(ordered)
         folder = getattr(self.config, "workerinput", {}).get(WORKER_PHASES)
         if folder:  # tryfirst: written before xdist's own hook tells the controller the collection is done
             WorkerCases(Path(folder), str(xdist_worker())).write(cases)
