@@ -4,8 +4,16 @@ Each invocation is a `pytest` process as a user runs one, on the same commit,
 one after the other. If a case's interval describes what the next run reads,
 its two intervals differ significantly at the nominal 5% for about 1 case in
 20: the difference of the two ln(speedup)s has standard error
-sqrt(s_1^2 + s_2^2), each s read back from its interval
-(regression.within_run_error), and |z| > z_0.975 is a significant difference.
+sqrt(s_1^2 + s_2^2), each s read back from its interval with the quantile it
+was made with (stats.Interval.standard_error). Where an s comes from few
+degrees of freedom (nu = K - 1 for an interval across K processes) the ratio
+is Welch's t, on Satterthwaite's
+
+    nu = (s_1^2 + s_2^2)^2 / (s_1^4 / nu_1 + s_2^4 / nu_2)
+
+degrees of freedom (a normal interval's nu is infinite), and |t| > t_0.975,nu
+is a significant difference: with z in its place, two runs of three processes
+would differ for about 1 case in 8, not 1 in 20.
 Issue 34 found 3 of 15 cases so on the EPYC VMs with one process per case,
 whose interval leaves out the between-process spread; an interval across fresh
 processes (`--processes K`, optbench.processes) carries it.
@@ -27,10 +35,9 @@ from statistics import NormalDist
 from .calibration import interval_text
 from .order import collect, timed_records
 from .record import Record
-from .regression import within_run_error
 from .report import case_label, markdown_table
 from .significance import ComparisonSettings, compare_records
-from .stats import CONFIDENCE, Interval, speedup_text
+from .stats import CONFIDENCE, Interval, speedup_text, t_quantile
 
 Z = NormalDist().inv_cdf(0.5 + CONFIDENCE / 2)
 
@@ -59,27 +66,54 @@ def check_aa(
     return AaCheck(first, second, time.monotonic() - started)
 
 
-def difference_z(first: Interval, second: Interval) -> float:
-    """The second's ln(speedup) minus the first's, in standard errors of that difference (module docstring)."""
-    error = math.hypot(within_run_error(first.low, first.high), within_run_error(second.low, second.high))
-    difference = math.log(second.point) - math.log(first.point)
+@dataclass(frozen=True)
+class Difference:
+    """The second run's ln(speedup) minus the first's, in standard errors of that difference, and the degrees of
+    freedom of those errors (module docstring)."""
+
+    statistic: float
+    degrees_of_freedom: float
+    """Welch-Satterthwaite's; infinite where both intervals were normal ones."""
+
+    @property
+    def significant(self) -> bool:
+        """At the nominal 5%, two-sided: beyond t on the degrees of freedom (z where they are infinite)."""
+        quantile = 0.5 + CONFIDENCE / 2
+        critical = Z if math.isinf(self.degrees_of_freedom) else t_quantile(quantile, self.degrees_of_freedom)
+        return abs(self.statistic) > critical
+
+    def text(self) -> str:
+        freedom = "" if math.isinf(self.degrees_of_freedom) else f" ({self.degrees_of_freedom:.0f} df)"
+        return f"{self.statistic:+.1f}{freedom}"
+
+
+def difference(first: Interval, second: Interval) -> Difference:
+    """How far apart two runs' intervals of a case are (module docstring)."""
+    errors = first.standard_error, second.standard_error
+    error = math.hypot(*errors)
+    change = math.log(second.point) - math.log(first.point)
     if error == 0:
-        return 0.0 if difference == 0 else math.copysign(math.inf, difference)
-    return difference / error
+        return Difference(0.0 if change == 0 else math.copysign(math.inf, change), math.inf)
+    spent = sum(
+        s**4 / interval.degrees_of_freedom
+        for s, interval in zip(errors, (first, second), strict=True)
+        if interval.degrees_of_freedom is not None
+    )
+    return Difference(change / error, error**4 / spent if spent else math.inf)
 
 
 def aa_markdown(check: AaCheck) -> str:
     cases = check.cases
     settings = ComparisonSettings(cases=len(cases))
-    headers = ["case", "first run", "second run", "difference", "z", "differ at 5%", "gate calls it a change"]
+    headers = ["case", "first run", "second run", "difference", "t", "differ at 5%", "gate calls it a change"]
     rows = []
     differing = changed = 0
     for case in cases:
         first, second = check.first[case], check.second[case]
         assert first.speedup is not None and second.speedup is not None  # timed_records keeps timed ones only
-        z = difference_z(first.speedup, second.speedup)
+        apart = difference(first.speedup, second.speedup)
         change = compare_records(first, second, settings)
-        differs = abs(z) > Z
+        differs = apart.significant
         calls_change = change is not None and change.significant
         differing += differs
         changed += calls_change
@@ -89,7 +123,7 @@ def aa_markdown(check: AaCheck) -> str:
                 speedup_text(first.speedup),
                 speedup_text(second.speedup),
                 f"{second.speedup.point / first.speedup.point - 1:+.1%}",
-                f"{z:+.1f}",
+                apart.text(),
                 "YES" if differs else "no",
                 "YES" if calls_change else "no",
             ]

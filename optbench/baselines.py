@@ -18,6 +18,8 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from .stats import Interval
+
 SCHEMA = 2
 KEEP = 20
 """Recordings kept per case: enough to estimate its between-run spread, recent enough to be today's machine."""
@@ -52,6 +54,16 @@ class Recording:
     """Reference / optimized peak memory, for cases whose payoff is memory (`optbench.memory_payoff`)."""
     process_spread: ProcessSpread | None = None
     """Where the run timed the case in several processes (--processes): how far they read apart."""
+    degrees_of_freedom: float | None = None
+    """The interval's (stats.Interval.degrees_of_freedom); None for a normal one, or one recorded before it was kept."""
+
+    @property
+    def standard_error(self) -> float:
+        """Of ln(speedup), read back from the interval; 0 without one (which errs toward a larger between-run
+        spread)."""
+        if self.interval is None:
+            return 0.0
+        return Interval(self.speedup, *self.interval, degrees_of_freedom=self.degrees_of_freedom).standard_error
 
     def as_dict(self) -> dict[str, Any]:
         document = asdict(self)
@@ -120,7 +132,16 @@ def _recording(where: str, document: Any) -> Recording:
         commit=document.get("commit"),
         memory_ratio=_memory_ratio(where, document.get("memory_ratio")),
         process_spread=_process_spread(where, document.get("process_spread")),
+        degrees_of_freedom=_degrees_of_freedom(where, document.get("degrees_of_freedom")),
     )
+
+
+def _degrees_of_freedom(where: str, value: Any) -> float | None:
+    if value is None:
+        return None
+    if not (_is_number(value) and value > 0):
+        raise _fix(where, "has a 'degrees_of_freedom' that is not a positive number")
+    return float(value)
 
 
 def _process_spread(where: str, value: Any) -> ProcessSpread | None:

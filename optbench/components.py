@@ -9,7 +9,7 @@ process p = 1..P and session j = 1..S of it:
     y_pj = mu + a_p + b_pj + e_pj,   var a_p = tau_p^2,  var b_pj = tau_s^2,  var e_pj = s_pj^2,
 
 y_pj the session's ln(speedup), s_pj the standard error its own rounds give it
-(read back from its interval: regression.within_run_error; autocorrelation
+(read back from its interval: stats.Interval.standard_error; autocorrelation
 included), tau_s the drift between sessions of one process, tau_p the draw of a
 fresh process. In a balanced design the mean squares have the expectations
 
@@ -53,7 +53,6 @@ from pathlib import Path
 from .order import collect, timed_records
 from .profiles import MIN_ROUNDS_FLOOR, MOST_ROUNDS
 from .record import Record
-from .regression import within_run_error
 from .report import case_label, markdown_table
 from .stats import t_quantile
 
@@ -134,7 +133,7 @@ class Components:
             return None
         sessions = min(len(intervals) for intervals, _, _ in timed)
         logs = [[math.log(s.point) for s in intervals[:sessions]] for intervals, _, _ in timed]
-        errors = [[within_run_error(s.low, s.high) for s in intervals[:sessions]] for intervals, _, _ in timed]
+        errors = [[s.standard_error for s in intervals[:sessions]] for intervals, _, _ in timed]
         # Each process planned its own rounds from its pilot: a round's cost is its own phases over its own rounds.
         round_s = statistics.fmean(_phases(r, ROUND_PHASES) / (len(intervals) * n) for intervals, n, r in timed)
         process_s = statistics.fmean(_phases(r, PROCESS_PHASES) for _, _, r in timed)

@@ -10,7 +10,7 @@ Laird's estimator (sessions' intervals differ a lot in width, and one wide
 session must not hide the others' spread, as a plain Var - mean(s^2) lets it):
 
     y_i = ln(point_i),  s_i = the standard error behind session i's interval
-          (optbench.regression.within_run_error),  w_i = 1 / s_i^2,
+          (optbench.stats.Interval.standard_error),  w_i = 1 / s_i^2,
     Q = sum w_i (y_i - ybar_w)^2,  ybar_w = sum w_i y_i / sum w_i,
     tau2 = max(0, (Q - (k - 1)) / (sum w_i - sum w_i^2 / sum w_i)),
 
@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .record import Record
-from .regression import PRIOR_SPREAD, within_run_error
+from .regression import PRIOR_SPREAD
 from .report import case_label, markdown_table
 from .stats import Interval
 
@@ -62,7 +62,7 @@ class Drift:
         """The spread of ln(speedup) between sessions beyond their intervals (module docstring)."""
         logs = [math.log(session.point) for session in self.sessions]
         # A session with no spread at all would weigh infinitely; a floor far below any real timing error.
-        weights = [1 / max(within_run_error(s.low, s.high), MIN_ERROR) ** 2 for s in self.sessions]
+        weights = [1 / max(s.standard_error, MIN_ERROR) ** 2 for s in self.sessions]
         total = sum(weights)
         center = sum(w * y for w, y in zip(weights, logs, strict=True)) / total
         q = sum(w * (y - center) ** 2 for w, y in zip(weights, logs, strict=True))

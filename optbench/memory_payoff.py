@@ -72,7 +72,8 @@ def ratio_interval(log_ratios: list[float]) -> Interval:
     mean = statistics.fmean(log_ratios)
     spread = statistics.stdev(log_ratios)
     half = t_quantile((1 + CONFIDENCE) / 2, len(log_ratios) - 1) * spread / math.sqrt(len(log_ratios))
-    return Interval(math.exp(mean), math.exp(mean - half), math.exp(mean + half))
+    degrees_of_freedom = float(len(log_ratios) - 1)
+    return Interval(math.exp(mean), math.exp(mean - half), math.exp(mean + half), CONFIDENCE, degrees_of_freedom)
 
 
 def memory_ratio(

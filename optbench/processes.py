@@ -11,7 +11,7 @@ rounds' log ratios, optbench.stats) is
 
 mu the speedup a fresh process has on average, tau the between-process spread,
 s_p the standard error p's own rounds give it (read back from its interval:
-regression.within_run_error). The y_p are independent with variance
+Interval.standard_error). The y_p are independent with variance
 tau^2 + s_p^2, so the unweighted mean and its sample variance
 
     ybar = mean(y_p),   SE^2 = sum_p (y_p - ybar)^2 / (k (k - 1)),
@@ -63,7 +63,6 @@ from pathlib import Path
 
 from .baselines import ProcessSpread
 from .profiles import MIN_ROUNDS_FLOOR, Profile
-from .regression import within_run_error
 from .stats import CONFIDENCE, Interval, t_quantile
 
 UNSTABLE_TAU = 0.10
@@ -105,9 +104,10 @@ def across_processes(
     pooled = [run for run in history if run.processes == k]
     degrees_of_freedom = (k - 1) * (1 + len(pooled))
     variance = (k - 1) * sum(run.variance for run in [own, *pooled]) / degrees_of_freedom
-    within2 = statistics.fmean(within_run_error(p.low, p.high) ** 2 for p in processes)
+    within2 = statistics.fmean(p.standard_error**2 for p in processes)
     margin = t_quantile(0.5 + confidence / 2, degrees_of_freedom) * math.sqrt(variance / k)
-    interval = Interval(math.exp(mean), math.exp(mean - margin), math.exp(mean + margin), confidence)
+    bounds = math.exp(mean - margin), math.exp(mean + margin)
+    interval = Interval(math.exp(mean), *bounds, confidence, float(degrees_of_freedom))
     return AcrossProcesses(interval, math.sqrt(max(0.0, variance - within2)), own, len(pooled))
 
 

@@ -2,8 +2,11 @@
 
 Work on the log scale. History: recordings j = 1..m of the case on this
 environment, y_j = ln(speedup_j), each with its within-run standard error
-s_j = (ln high_j - ln low_j) / (2 z_0.975) from its 95% interval (0 where a
-migrated recording has none, which errs toward a larger between-run spread).
+s_j = (ln high_j - ln low_j) / (2 q) from its 95% interval, q the quantile
+it was made with: z_0.975, or t_0.975 on its degrees of freedom (t_2 = 4.30
+for an interval across three processes; stats.Interval.standard_error). 0
+where a migrated recording has none, which errs toward a larger between-run
+spread.
 
 Between-run spread. Runs differ by more than their intervals say (memory
 layout, page-fault cost, the neighbours on a shared VM). Per case, by the
@@ -53,7 +56,7 @@ from dataclasses import dataclass
 from statistics import NormalDist
 
 from .baselines import Baseline, Recording
-from .stats import CONFIDENCE, Interval
+from .stats import Interval
 
 PRIOR_SPREAD = 0.05
 """Between-run standard deviation of ln(speedup) assumed before any case has history: 4.8% was measured on
@@ -63,16 +66,6 @@ PRIOR_WEIGHT = 4.0
 SCREEN_Z = NormalDist().inv_cdf(0.98)
 """Below the center by this many sigmas: worth confirming, not yet a regression."""
 DETECTION_POWER = 0.95
-_Z_INTERVAL = NormalDist().inv_cdf(0.5 + CONFIDENCE / 2)
-
-
-def within_run_error(low: float, high: float) -> float:
-    """Standard error of ln(speedup) implied by a 95% interval."""
-    return (math.log(high) - math.log(low)) / (2 * _Z_INTERVAL)
-
-
-def _errors(recordings: Iterable[Recording]) -> list[float]:
-    return [within_run_error(*r.interval) if r.interval else 0.0 for r in recordings]
 
 
 @dataclass(frozen=True)
@@ -87,7 +80,7 @@ class CaseSpread:
         logs = [math.log(r.speedup) for r in baseline.recordings]
         if len(logs) < 2:
             return cls(0.0, 0)
-        within = statistics.fmean(s * s for s in _errors(baseline.recordings))
+        within = statistics.fmean(s * s for s in (r.standard_error for r in baseline.recordings))
         return cls(max(0.0, statistics.variance(logs) - within), len(logs) - 1)
 
 
@@ -153,13 +146,13 @@ def deviation(measurements: Sequence[Interval], baseline: Baseline, pooled: floa
     tau2 = between_run_variance(baseline, pooled)
     history_logs = [math.log(r.speedup) for r in baseline.recordings]
     center = statistics.fmean(history_logs)
-    center_variance = (tau2 + statistics.fmean(s * s for s in _errors(baseline.recordings))) / len(history_logs)
+    center_variance = (tau2 + statistics.fmean(r.standard_error**2 for r in baseline.recordings)) / len(history_logs)
     return Deviation(
         d=statistics.fmean(math.log(m.point) for m in measurements) - center,
         center=center,
         tau2=tau2,
         center_variance=center_variance,
-        run_error2=statistics.fmean(within_run_error(m.low, m.high) ** 2 for m in measurements),
+        run_error2=statistics.fmean(m.standard_error**2 for m in measurements),
         runs=len(measurements),
     )
 
@@ -219,7 +212,8 @@ def compare(
     before: Interval, after: Interval, pooled: float, false_alarm_rate: float, cases: int, min_effect: float
 ) -> Change:
     """Two runs of a case, judged as the gate judges a run against a one-recording history, in both directions."""
-    found = deviation([after], Baseline((Recording(before.point, (before.low, before.high)),)), pooled)
+    history = Recording(before.point, (before.low, before.high), degrees_of_freedom=before.degrees_of_freedom)
+    found = deviation([after], Baseline((history,)), pooled)
     z = threshold_z(false_alarm_rate / 2, cases)
     margin = math.exp(z * found.sigma()) - 1
     significant = abs(found.d) > z * found.sigma() and abs(math.exp(found.d) - 1) > min_effect

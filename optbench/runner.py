@@ -202,6 +202,7 @@ class CaseRunner:
                 Recording(
                     speedup=measured.speedup.point,
                     interval=(measured.speedup.low, measured.speedup.high),
+                    degrees_of_freedom=measured.speedup.degrees_of_freedom,
                     rounds=measured.plan.rounds if measured.plan else None,
                     recorded=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                     torch=torch.__version__,

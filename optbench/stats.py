@@ -80,10 +80,25 @@ class Interval:
     low: float
     high: float
     confidence: float = CONFIDENCE
+    degrees_of_freedom: float | None = None
+    """Of the t quantile the bounds were made with; None for a normal quantile (and in records from before it was
+    kept, whose rounds made t close to normal)."""
 
     @property
     def relative_half_width(self) -> float:
         return (self.high - self.low) / (2 * self.point)
+
+    @property
+    def standard_error(self) -> float:
+        """Of ln(point), read back from the bounds with the quantile they were made with: an interval across three
+        processes is t_2 = 4.30 standard errors each side, not 1.96, and reading it with z would make the gate and
+        the A/A check see 2.2x the noise there is."""
+        quantile = 0.5 + self.confidence / 2
+        if self.degrees_of_freedom is None:
+            scale = float(_special().ndtri(quantile))
+        else:
+            scale = t_quantile(quantile, self.degrees_of_freedom)
+        return (math.log(self.high) - math.log(self.low)) / (2 * scale)
 
     def text(self, digits: int = 2) -> str:
         return f"{self.point:.{digits}f}x [{self.low:.{digits}f}, {self.high:.{digits}f}]"
@@ -161,7 +176,8 @@ class LogRatioEstimate:
             point = math.exp(self.mean)
             return Interval(point, point, point, confidence)
         margin = t_quantile(0.5 + confidence / 2, self.degrees_of_freedom) * self.standard_error
-        return Interval(math.exp(self.mean), math.exp(self.mean - margin), math.exp(self.mean + margin), confidence)
+        bounds = math.exp(self.mean - margin), math.exp(self.mean + margin)
+        return Interval(math.exp(self.mean), *bounds, confidence, float(self.degrees_of_freedom))
 
 
 def _special() -> ModuleType:

@@ -27,6 +27,13 @@ def test_record_merges_and_keeps_other_entries(tmp_path):
     assert reread.get("smoke:b").latest.speedup == 2.0
 
 
+def test_a_recording_across_processes_keeps_its_degrees_of_freedom(tmp_path):
+    store = BaselineStore(tmp_path, KEY)
+    across = Recording(1.5, (1.3, 1.7), process_spread=baselines.ProcessSpread(0.01, 3), degrees_of_freedom=2.0)
+    store.record("smoke:a", across, ACCURACY, None, {"environment_key": KEY})
+    assert BaselineStore(tmp_path, KEY).get("smoke:a").latest == across
+
+
 def test_other_environments_are_untouched(tmp_path):
     record(BaselineStore(tmp_path, "cuda-h100-sm90-torch2.14"), "smoke:a")
     record(BaselineStore(tmp_path, KEY), "smoke:a", 3.0)
@@ -66,6 +73,10 @@ def test_crash_mid_write_leaves_old_file_intact(tmp_path, monkeypatch):
         (
             '{"schema": 2, "cases": {"smoke:a": {"recordings": [{"speedup": 1.2, "process_spread": [0.1, 3]}]}}}',
             "'process_spread' that is not",
+        ),
+        (
+            '{"schema": 2, "cases": {"smoke:a": {"recordings": [{"speedup": 1.2, "degrees_of_freedom": 0}]}}}',
+            "'degrees_of_freedom' that is not a positive number",
         ),
     ],
 )

@@ -37,7 +37,8 @@ def test_the_ratio_interval_covers_the_true_ratio_as_often_as_it_claims():
 
 
 def test_identical_repetitions_give_the_point_as_the_interval():
-    assert ratio_interval([math.log(4.0)] * 3) == Interval(pytest.approx(4.0), pytest.approx(4.0), pytest.approx(4.0))
+    identical = Interval(pytest.approx(4.0), pytest.approx(4.0), pytest.approx(4.0), degrees_of_freedom=2.0)
+    assert ratio_interval([math.log(4.0)] * 3) == identical
 
 
 def interval(point, width=0.01):

@@ -14,9 +14,9 @@ from optbench.regression import (
     between_run_variance,
     compare,
     decide,
+    deviation,
     pooled_variance,
     threshold_z,
-    within_run_error,
 )
 from optbench.stats import Interval
 
@@ -35,9 +35,28 @@ def history(rng, center=0.4, tau=0.03, within=0.01, runs=12):
     return Baseline(tuple(recordings))
 
 
-def test_within_run_error_is_read_back_from_the_interval():
+def test_the_standard_error_is_read_back_with_the_quantile_the_interval_was_made_with():
     measured = interval(0.3, 0.02)
-    assert within_run_error(measured.low, measured.high) == pytest.approx(0.02)
+    assert measured.standard_error == pytest.approx(0.02)
+    assert Recording(measured.point, (measured.low, measured.high)).standard_error == pytest.approx(0.02)
+    assert Recording(1.3, None).standard_error == 0.0
+    # An interval across three processes: t_2 = 4.30 standard errors each side; read with z, 2.2x the noise.
+    t_2 = stats.t.ppf(0.975, 2)
+    across = Interval(math.exp(0.3), math.exp(0.3 - t_2 * 0.02), math.exp(0.3 + t_2 * 0.02), degrees_of_freedom=2.0)
+    assert across.standard_error == pytest.approx(0.02)
+    recorded = Recording(across.point, (across.low, across.high), degrees_of_freedom=2.0)
+    assert recorded.standard_error == pytest.approx(0.02)
+    at_90 = Interval(1.0, math.exp(-stats.norm.ppf(0.95) * 0.02), math.exp(stats.norm.ppf(0.95) * 0.02), 0.9)
+    assert at_90.standard_error == pytest.approx(0.02)
+
+
+def test_the_gate_reads_a_measurement_across_processes_with_its_own_t():
+    """The run's error in the gate's sigma is the processes' standard error, not t_2 / z = 2.2 times it."""
+    rng = np.random.default_rng(3)
+    past = history(rng, runs=10)
+    t_2 = stats.t.ppf(0.975, 2)
+    across = Interval(math.exp(0.4), math.exp(0.4 - t_2 * 0.01), math.exp(0.4 + t_2 * 0.01), degrees_of_freedom=2.0)
+    assert deviation([across], past, 0.02**2).run_error2 == pytest.approx(0.01**2)
 
 
 def test_between_run_spread_is_what_the_runs_vary_beyond_their_intervals():
@@ -219,7 +238,7 @@ def test_a_decision_reports_its_runs_spread_margin_and_detectable_slowdown_as_do
     now = [interval(0.38, 0.01), interval(0.39, 0.02)]
     decision = decide(now, past, 0.02**2, 0.02, 30, 0.0, confirmations=2)
     tau2 = between_run_variance(past, 0.02**2)
-    history_errors = [within_run_error(*r.interval) ** 2 for r in past.recordings]
+    history_errors = [r.standard_error**2 for r in past.recordings]
     center_variance = (tau2 + np.mean(history_errors)) / 10
 
     def sigma(runs):
