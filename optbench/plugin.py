@@ -796,6 +796,8 @@ class OptbenchSession:
             terminalreporter.write_line(summary(self.records))
         else:
             notice = f"Environment {key}. Every column and note: {self.results_dir / 'summary.md'}, or -v."
+            if self.profile.processes == 1 and any(record.speedup for record in self.records):
+                notice += f" {ONE_PROCESS_NOTICE}"
             notice = textwrap.fill(notice, width, break_on_hyphens=False)
             terminalreporter.write_line(compact_summary(self.records, width) + "\n\n" + notice)
         if all(record.speedup is None for record in self.records):
@@ -1041,6 +1043,12 @@ class _OptionDefaults:
         dest = attributes.get("dest") or names[0].lstrip("-").replace("-", "_")
         flag = attributes.get("action") == "store_true"
         self.defaults[dest] = attributes.get("default", False if flag else None)
+
+
+ONE_PROCESS_NOTICE = (
+    "One process per case: each interval describes that process, and the next run draws other ones (README, "
+    '"Several processes per case"); --processes 3 gives intervals that hold for the next run.'
+)
 
 
 IN_TEST_PROCESS = {"isolation": "none", "confirm": 0}

@@ -9,6 +9,7 @@ from synthetic import HALF_THE_WORK
 
 from optbench.allocator import allocator_environment, started_with
 from optbench.environment import environment_key
+from optbench.plugin import ONE_PROCESS_NOTICE
 from optbench.record import read_records
 
 CONFTEST = 'pytest_plugins = ["optbench.plugin"]\n'
@@ -65,6 +66,7 @@ def test_passes_against_a_matching_baseline_and_records_everything(project):
         ["*optbench: profile smoke on cpu*", "test_half_the_work *?.??x [[]*]*?.??x [-+]?.?%*ok*pass*"]
     )
     result.stdout.fnmatch_lines(["*SKIP*needs a CUDA device: it times host-to-GPU copies*"])
+    assert ONE_PROCESS_NOTICE in " ".join(result.stdout.lines)
     page = (project.path / ".optbench" / "report.html").read_text()  # the run's page, written at its end
     assert page.count("<svg") == 3 and 'id="speedup-row-0-pass"' in page
     (bench,) = json.loads((project.path / "run.json").read_text())["benchmarks"]

@@ -130,6 +130,7 @@ def test_a_case_timed_in_three_processes_is_judged_once_on_the_interval_across_t
     result = pytester.runpytest_subprocess("--processes", "3", "--case-budget", "1.5", "--block-target", "0.01")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*optbench: profile smoke on cpu, each case in 3 processes*"])
+    assert "One process per case" not in result.stdout.str()
     (record,) = read_records(pytester.path / ".optbench")
     assert record.processes is not None and len(record.processes) == 3
     assert record.speedup == across_processes(record.processes).speedup
