@@ -1,7 +1,12 @@
 import os
 
+import numpy.fft  # noqa: F401
 import pytest
 import torch
+
+# Imported before any test: pytester's in-process runs (runpytest) put sys.modules back as they found it, and a
+# numpy extension first imported inside one cannot be imported again in that process ("cannot load module more
+# than once per process"): scipy.stats, imported by a later test of the same xdist worker, then failed on numpy.fft.
 
 pytest_plugins = ["pytester"]
 
