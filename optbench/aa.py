@@ -21,11 +21,32 @@ processes (`--processes K`, optbench.processes) carries it.
 Beside it, the gate's own two-run test (optbench.significance: both intervals
 plus the between-run spread, the minimum effect, the false-alarm budget split
 over the cases): what a nightly comparison would have called a change.
+
+Where both runs timed each case in K >= 2 processes, the check also gives the
+levels its data hold, per case on the log scale, with y_rp run r's process p,
+s_rp that process's own standard error, S_r^2 the sample variance of run r's
+K processes and d the difference of the two runs' means:
+
+    within^2 = mean(s_rp^2),
+    tau_p^2  = max(0, mean_r(S_r^2) - within^2)      (between fresh processes),
+    tau_run^2 = max(0, d^2 / 2 - mean_r(S_r^2) / K)  (between runs, beyond them),
+
+each unbiased before the truncation at 0 (E d^2 = 2 (tau_run^2 + sigma^2 / K),
+sigma^2 = tau_p^2 + within^2). From them, the half-width each case would have
+with k processes, its rounds divided among them as `--processes` divides them
+(a process's within^2 grows as k / K):
+
+    h(k) = t_{0.975, nu} sqrt(tau_p^2 / k + within^2 / K),   nu = k - 1 alone,
+                                                               (k - 1)(1 + H) pooled with H earlier runs,
+
+the medians over the cases: what K a profile needs, from measured levels
+(Kalibera and Jones's allocation, with the rounds' total fixed by the profile).
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -129,9 +150,79 @@ def aa_markdown(check: AaCheck) -> str:
             ]
         )
     processes = {len(record.processes or [None]) for record in (*check.first.values(), *check.second.values())}
+    found = levels(check)
     return (
         markdown_table(rows, headers)
         + f"\n\nintervals that differ at the nominal 5%: {interval_text(differing, len(cases))}"
         + f" (about 5% if they hold for the next run); the gate calls a change: {changed}/{len(cases)}"
         + f"\nprocesses per case: {', '.join(map(str, sorted(processes)))}; {check.wall_s / 60:.0f} min"
+        + (f"\n\n{found.text()}" if found else "")
     )
+
+
+@dataclass(frozen=True)
+class CaseLevels:
+    """One case's levels, on the log scale (module docstring)."""
+
+    within: float
+    between_processes: float
+    between_runs: float
+    processes: int
+
+    def half_width(self, processes: int, earlier_runs: int = 0) -> float:
+        """h(k) of the module docstring, as a relative half-width."""
+        freedom = (processes - 1) * (1 + earlier_runs)
+        spread = self.between_processes**2 / processes + self.within**2 / self.processes
+        return math.expm1(t_quantile(0.5 + CONFIDENCE / 2, freedom) * math.sqrt(spread))
+
+
+POOLED_RUNS = 4
+"""Earlier runs a history pools in the levels' predictions: README's example of a nightly after four nights."""
+
+
+@dataclass(frozen=True)
+class Levels:
+    """Every case's levels, where both runs timed it in the same K >= 2 processes."""
+
+    cases: tuple[CaseLevels, ...]
+
+    def text(self) -> str:
+        def median(values: Sequence[float]) -> str:
+            return f"{statistics.median(values):.1%}"
+
+        cases = self.cases
+        header = (
+            f"levels over {len(cases)} cases (medians; optbench.aa): within a process "
+            f"{median([c.within for c in cases])}, between processes {median([c.between_processes for c in cases])}, "
+            f"between runs beyond them {median([c.between_runs for c in cases])}\n\n"
+        )
+        rows = [
+            [str(k), median([c.half_width(k) for c in cases]), median([c.half_width(k, POOLED_RUNS) for c in cases])]
+            for k in range(2, 7)
+        ]
+        return header + markdown_table(rows, ["processes", "median half-width", f"with {POOLED_RUNS} earlier runs"])
+
+
+def case_levels(first: Sequence[Interval], second: Sequence[Interval]) -> CaseLevels:
+    """A case's levels from its two runs' processes (module docstring)."""
+    logs = [[math.log(p.point) for p in run] for run in (first, second)]
+    processes = len(first)
+    within2 = statistics.fmean(p.standard_error**2 for p in (*first, *second))
+    spread2 = statistics.fmean(statistics.variance(run) for run in logs)
+    apart = statistics.fmean(logs[1]) - statistics.fmean(logs[0])
+    return CaseLevels(
+        math.sqrt(within2),
+        math.sqrt(max(0.0, spread2 - within2)),
+        math.sqrt(max(0.0, apart**2 / 2 - spread2 / processes)),
+        processes,
+    )
+
+
+def levels(check: AaCheck) -> Levels | None:
+    """The levels of the cases both runs timed in as many processes (at least 2); None where there are none."""
+    found = []
+    for case in check.cases:
+        first, second = check.first[case].processes, check.second[case].processes
+        if first and second and len(first) == len(second) >= 2:
+            found.append(case_levels(first, second))
+    return Levels(tuple(found)) if found else None

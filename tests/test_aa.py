@@ -5,9 +5,10 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from scipy import stats
 
 from optbench.__main__ import main
-from optbench.aa import AaCheck, aa_markdown, difference
+from optbench.aa import AaCheck, CaseLevels, aa_markdown, case_levels, difference
 from optbench.processes import across_processes
 from optbench.stats import Interval
 from tests.records import make_record
@@ -90,3 +91,36 @@ def test_a_selection_timed_in_neither_run_is_a_one_line_error(tmp_path, monkeypa
     assert main(["aa", "--output", str(tmp_path / "aa.md")]) == 2
     assert capsys.readouterr().err.strip() == "error: no case was timed in both runs; check the -k expression"
     assert not (tmp_path / "aa.md").exists()
+
+
+def exact(*logs):
+    return [Interval(math.exp(y), math.exp(y), math.exp(y)) for y in logs]
+
+
+def test_the_levels_are_the_moment_estimates_of_the_module_docstring():
+    found = case_levels(exact(0.0, 0.02, 0.04), exact(0.1, 0.12, 0.14))
+    # Exact processes: nothing within; each run's three 0.02 apart; the runs 0.1 apart beyond what they explain.
+    assert found.within == 0.0 and found.processes == 3
+    assert found.between_processes == pytest.approx(0.02)
+    assert found.between_runs == pytest.approx(math.sqrt(0.1**2 / 2 - 0.02**2 / 3))
+    # Processes whose own rounds explain their spread: nothing left between them, nor between runs that agree.
+    noisy = [Interval(math.exp(y), math.exp(y - 0.196), math.exp(y + 0.196)) for y in (0.0, 0.02, 0.04)]
+    quiet = case_levels(noisy, noisy)
+    assert quiet.within == pytest.approx(0.1, rel=1e-4) and quiet.between_processes == 0.0 and quiet.between_runs == 0.0
+
+
+def test_the_half_width_with_k_processes_divides_the_rounds_and_pools_earlier_runs():
+    case = CaseLevels(within=0.03, between_processes=0.02, between_runs=0.0, processes=3)
+    # Six processes: each a sixth of the rounds, so the within part stays 0.03^2 / 3; t on 5, or 25 with 4 runs.
+    spread = math.sqrt(0.02**2 / 6 + 0.03**2 / 3)
+    assert case.half_width(6) == pytest.approx(math.expm1(stats.t.ppf(0.975, 5) * spread))
+    assert case.half_width(6, 4) == pytest.approx(math.expm1(stats.t.ppf(0.975, 25) * spread))
+
+
+def test_the_check_gives_the_levels_only_where_both_runs_had_several_processes():
+    one = make_record("smoke:b.py::test_x[a]", (1.2, 1.1, 1.3))
+    three = replace(one, processes=exact(0.1, 0.12, 0.14))
+    assert "levels over" not in aa_markdown(AaCheck({one.case: one}, {one.case: three}, wall_s=60.0))
+    table = aa_markdown(AaCheck({one.case: three}, {one.case: three}, wall_s=60.0))
+    assert "levels over 1 cases (medians; optbench.aa): within a process 0.0%, between processes 2.0%" in table
+    assert "| 3 | " in table and "with 4 earlier runs" in table
