@@ -298,7 +298,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="K",
         help="time each case in K fresh processes, its rounds divided among them, and give the interval across "
         "them (t on K-1 degrees of freedom; optbench.processes): one that holds for the next run, which draws its "
-        "own process. Accuracy and memory are checked once, in the last. Default: the profile's (1 in both).",
+        "own process. The processes of different cases are interleaved across the run (optbench.interleave); "
+        "accuracy and memory are checked once, in the last. Default: the profile's (1 in both).",
     )
     group.addoption(
         "--model",
