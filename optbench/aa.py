@@ -51,7 +51,6 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from statistics import NormalDist
 
 from .calibration import interval_text
 from .order import collect, timed_records
@@ -59,8 +58,6 @@ from .record import Record
 from .report import case_label, markdown_table
 from .significance import ComparisonSettings, compare_records
 from .stats import CONFIDENCE, Interval, speedup_text, t_quantile
-
-Z = NormalDist().inv_cdf(0.5 + CONFIDENCE / 2)
 
 
 @dataclass(frozen=True)
@@ -99,9 +96,7 @@ class Difference:
     @property
     def significant(self) -> bool:
         """At the nominal 5%, two-sided: beyond t on the degrees of freedom (z where they are infinite)."""
-        quantile = 0.5 + CONFIDENCE / 2
-        critical = Z if math.isinf(self.degrees_of_freedom) else t_quantile(quantile, self.degrees_of_freedom)
-        return abs(self.statistic) > critical
+        return abs(self.statistic) > t_quantile(0.5 + CONFIDENCE / 2, self.degrees_of_freedom)
 
     def text(self) -> str:
         freedom = "" if math.isinf(self.degrees_of_freedom) else f" ({self.degrees_of_freedom:.0f} df)"

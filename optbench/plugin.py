@@ -797,10 +797,10 @@ class OptbenchSession:
             terminalreporter.write_line(summary(self.records))
         else:
             notice = f"Environment {key}. Every column and note: {self.results_dir / 'summary.md'}, or -v."
-            if self.profile.processes == 1 and any(record.speedup for record in self.records):
-                notice += f" {ONE_PROCESS_NOTICE}"
             notice = textwrap.fill(notice, width, break_on_hyphens=False)
             terminalreporter.write_line(compact_summary(self.records, width) + "\n\n" + notice)
+        if self.profile.processes == 1 and any(record.speedup for record in self.records):
+            terminalreporter.write_line(textwrap.fill(ONE_PROCESS_NOTICE, width, break_on_hyphens=False))
         if all(record.speedup is None for record in self.records):
             disabled = "timing disabled (--benchmark-disable, or xdist without --gpu-per-worker): accuracy checked"
             disabled += ", speed not gated"

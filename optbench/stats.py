@@ -93,12 +93,8 @@ class Interval:
         """Of ln(point), read back from the bounds with the quantile they were made with: an interval across three
         processes is t_2 = 4.30 standard errors each side, not 1.96, and reading it with z would make the gate and
         the A/A check see 2.2x the noise there is."""
-        quantile = 0.5 + self.confidence / 2
-        if self.degrees_of_freedom is None:
-            scale = float(_special().ndtri(quantile))
-        else:
-            scale = t_quantile(quantile, self.degrees_of_freedom)
-        return (math.log(self.high) - math.log(self.low)) / (2 * scale)
+        freedom = math.inf if self.degrees_of_freedom is None else self.degrees_of_freedom
+        return (math.log(self.high) - math.log(self.low)) / (2 * t_quantile(0.5 + self.confidence / 2, freedom))
 
     def text(self, digits: int = 2) -> str:
         return f"{self.point:.{digits}f}x [{self.low:.{digits}f}, {self.high:.{digits}f}]"
@@ -191,7 +187,7 @@ def _special() -> ModuleType:
 
 
 def t_quantile(probability: float, degrees_of_freedom: float) -> float:
-    """Student's t quantile (scipy.stats.t.ppf)."""
+    """Student's t quantile (scipy.stats.t.ppf); the normal one at infinite degrees of freedom."""
     return float(_special().stdtrit(degrees_of_freedom, probability))
 
 
