@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     calibrate = _study(
         commands, "calibrate",
         "the gate's false-alarm rate and detection power, in separate processes on real cases",
-        "calibration.md", workdir="keep every run's records here", example=None,
+        "calibration.md", workdir="keep every run's records here", example="--processes 3",
     )  # fmt: skip
     calibrate.add_argument("--recordings", type=int, default=10, help="--update-baselines runs building the history")
     calibrate.add_argument("--repetitions", type=int, default=20, help="runs per planted slowdown")
@@ -360,6 +360,7 @@ def _calibrate(arguments: argparse.Namespace) -> int:
             arguments.repetitions,
             slowdowns,
             tests=arguments.tests,
+            options=arguments.pytest_args,
         )
     return _publish(calibration_markdown(result), arguments.output)
 

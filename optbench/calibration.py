@@ -114,19 +114,23 @@ def calibrate(
     slowdowns: Sequence[float],
     tests: str = "benchmarks",
     seed: int = 0,
+    options: Sequence[str] = (),
 ) -> Calibration:
+    """Recordings, then the shuffled levels (module docstring); `options` go to every pytest run, e.g.
+    `--processes 3` to calibrate the gate on intervals across processes."""
     started = time.monotonic()
     baselines = ("--baselines-dir", str(workdir / "baselines"))
     last = None
     for index in range(recordings):
-        last = _pytest(root, tests, expression, workdir / f"recording-{index}", "--update-baselines", *baselines)
+        recording = workdir / f"recording-{index}"
+        last = _pytest(root, tests, expression, recording, "--update-baselines", *baselines, *options)
     schedule = [level for level in slowdowns for _ in range(repetitions)]
     random.Random(seed).shuffle(schedule)
     levels = {slowdown: Level(slowdown) for slowdown in slowdowns}
     per_case: dict[tuple[str, float], list[str]] = {}
     detectable: dict[str, list[float]] = {}
     for index, slowdown in enumerate(schedule):
-        run = _pytest(root, tests, expression, workdir / f"run-{index}", *baselines, slowdown=slowdown)
+        run = _pytest(root, tests, expression, workdir / f"run-{index}", *baselines, *options, slowdown=slowdown)
         levels[slowdown].runs.append(run)
         for case, status in run.statuses.items():
             per_case.setdefault((case, slowdown), []).append(status)

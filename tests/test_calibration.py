@@ -91,3 +91,18 @@ def test_twenty_runs_a_level_tell_no_false_alarms_from_one_run_in_two(
     assert unchanged in table and slowed in table, table
     alarms = runs_failing.split(" ")[0]
     assert f"| test_a | {alarms} | 20/20 | 20% |" in table and "| test_c | 0/20 | 0/20 | 20% |" in table, table
+
+
+def test_the_pytest_options_given_reach_every_recording_and_run(monkeypatch, tmp_path):
+    """`calibrate -- --processes 3` calibrates the gate on intervals across processes: the history it builds and the
+    runs it judges must all have them, or the gate would judge three-process runs against one-process history."""
+    seen: list[tuple[str, ...]] = []
+
+    def run(root, tests, expression, results, *options, slowdown=0.0) -> RunResult:
+        seen.append(options)
+        return RunResult({CASES[0]: "pass"}, {}, {})
+
+    monkeypatch.setattr(calibration, "_pytest", run)
+    calibrate(tmp_path, tmp_path, None, recordings=2, repetitions=2, slowdowns=[0.0, 0.1], options=["--processes", "3"])
+    assert len(seen) == 6
+    assert all(options[-2:] == ("--processes", "3") for options in seen), seen
