@@ -37,7 +37,7 @@ from torch import nn
 
 from .case import Case
 from .hardware import Requires, dtype_name
-from .in_effect import InEffect, Side
+from .in_effect import InEffect, Side, Sides
 from .techniques import REORDERED
 from .workload import InferenceWorkload, not_applicable
 
@@ -169,7 +169,7 @@ class FusedKernel:
     fused: bool = True
     technique: str = "scaled_dot_product_attention"
 
-    def __call__(self, case: Case) -> InEffect:
+    def __call__(self, case: Sides) -> InEffect:
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as recorded:
             case.optimized() if self.side == "optimized" else case.reference()
         fused = sorted({event.name for event in recorded.events()} & FUSED_ATTENTION)
@@ -184,7 +184,7 @@ class BlockSparse:
 
     flex: Flex
 
-    def __call__(self, case: Case) -> InEffect:
+    def __call__(self, case: Sides) -> InEffect:
         sparsity = float(self.flex.block_mask.sparsity())
         evidence = f"skips {sparsity:.0f}% of the {BLOCK}x{BLOCK} blocks"
         return InEffect("FlexAttention block mask", sparsity > 0, evidence)

@@ -33,7 +33,7 @@ from torch.utils._pytree import tree_leaves, tree_map
 
 from .case import Case
 from .hardware import Requires
-from .in_effect import InEffect
+from .in_effect import InEffect, Sides
 from .techniques import REORDERED
 from .workload import Batch, InferenceWorkload, forward
 
@@ -78,7 +78,7 @@ class GraphedForward:
 class GraphLaunches:
     """In effect: one optimized call launches CUDA graphs (the profiler's `cudaGraphLaunch` runtime calls)."""
 
-    def __call__(self, case: Case) -> InEffect:
+    def __call__(self, case: Sides) -> InEffect:
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as recorded:
             case.optimized()
             torch.cuda.synchronize()

@@ -52,7 +52,7 @@ from .accuracy import Check, TrainingOutcome
 from .case import Case, Observed
 from .distributed import Ranks, world_size_misfit
 from .hardware import HardwareClass, Requires
-from .in_effect import InEffect, Side
+from .in_effect import InEffect, Side, Sides
 from .internals import ddp_logging_data
 from .training import OFF, OPTIMIZER_ROUNDING, TrainingSetup, TrainingWorkload
 from .workload import Batch, batch_to, not_applicable
@@ -235,7 +235,7 @@ class DdpInEffect:
     settings: DdpSettings
     side: Side
 
-    def __call__(self, case: Case) -> InEffect:
+    def __call__(self, case: Sides) -> InEffect:
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profile:
             self.ranks.call(0 if self.side == "reference" else 1)
         reduces = sum(event.name.endswith(ALL_REDUCE_EVENT) for event in profile.events())

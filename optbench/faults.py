@@ -11,8 +11,8 @@ from contextlib import contextmanager
 
 import torch
 
+from .errors import WorkerError, first_lines
 from .internals import MissingInternal, is_compiler_error
-from .remote import WorkerError
 
 
 class Phase:
@@ -65,12 +65,6 @@ def time_limit(seconds: float | None, phase: Phase) -> Iterator[None]:
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
-
-
-def first_lines(error: BaseException, count: int = 3) -> str:
-    """An error's first `count` non-blank lines joined into one, or its type's name."""
-    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    return " | ".join(lines[:count]) or type(error).__name__
 
 
 def explain(error: BaseException, phase: str, workload: str) -> str | None:

@@ -7,7 +7,8 @@ can be seen (`Case.in_effect`): the dtype the matmuls ran in, the layout the
 convolutions read, the setting read inside the model's forward, the gradients
 zero_grad leaves. The runner calls each observer once, outside the timed
 rounds, and the gate fails the case with `not in effect: ...` when the change
-is not seen. Observers are typed callables of the case, so they fit any
+is not seen. Observers are typed callables of the case (of its `Sides`, so
+that this module needs nothing of `optbench.case`), and they fit any
 workload: they run its `reference` or `optimized` call (or compare its
 outputs) under a `TorchDispatchMode`, a forward pre-hook or a wrapped
 `zero_grad`, and give back an `InEffect`.
@@ -18,7 +19,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import Any, Literal, Protocol
 
 import torch
 from torch import nn
@@ -28,9 +29,6 @@ from torch.utils._pytree import tree_leaves
 from .accuracy import TrainingOutcome, as_containers, tensors
 from .hardware import dtype_name
 from .memory import peak_memory_bytes
-
-if TYPE_CHECKING:
-    from .case import Case
 
 Side = Literal["reference", "optimized"]
 
@@ -49,13 +47,30 @@ class InEffect:
         return f"{self.technique} {self.evidence}"
 
 
+class Sides(Protocol):
+    """What an observer runs of a case (`optbench.case.Case` is one): its two timed calls, and the calls whose
+    outputs its accuracy check compares instead, where it declares them."""
+
+    @property
+    def reference(self) -> Callable[[], Any]: ...
+
+    @property
+    def optimized(self) -> Callable[[], Any]: ...
+
+    @property
+    def reference_output(self) -> Callable[[], Any] | None: ...
+
+    @property
+    def optimized_output(self) -> Callable[[], Any] | None: ...
+
+
 class Observer(Protocol):
     """Called once per case after the timed rounds; runs what it needs of the case and says what it saw."""
 
-    def __call__(self, case: Case) -> InEffect: ...
+    def __call__(self, case: Sides) -> InEffect: ...
 
 
-def _call(case: Case, side: Side) -> Any:
+def _call(case: Sides, side: Side) -> Any:
     return case.optimized() if side == "optimized" else case.reference()
 
 
@@ -122,7 +137,7 @@ class Autocast:
     dtype: torch.dtype
     side: Side = "optimized"
 
-    def __call__(self, case: Case) -> InEffect:
+    def __call__(self, case: Sides) -> InEffect:
         calls = observed_ops(lambda: _call(case, self.side), LOW_PRECISION_OPS)
         low = sum(all(t.dtype == self.dtype for t in c.outputs if t.is_floating_point()) for c in calls)
         technique, dtype = f"autocast:{dtype_name(self.dtype)}", str(self.dtype).removeprefix("torch.")
@@ -146,7 +161,7 @@ class Converted:
     model: nn.Module
     side: Side = "optimized"
 
-    def __call__(self, case: Case) -> InEffect:
+    def __call__(self, case: Sides) -> InEffect:
         parameters = _floating(list(self.model.parameters()))
         outputs = _floating(tensors(_call(case, self.side)))
         converted_parameters = sum(p.dtype == self.dtype for p in parameters)
@@ -171,7 +186,7 @@ class ChannelsLast:
 
     side: Side = "optimized"
 
-    def __call__(self, case: Case) -> InEffect:
+    def __call__(self, case: Sides) -> InEffect:
         calls = observed_ops(lambda: _call(case, self.side), CONVOLUTIONS)
         nhwc = sum(_channels_last(c.args[0]) and all(_channels_last(t) for t in c.outputs) for c in calls)
         if not calls:
@@ -194,7 +209,7 @@ class AutogradMode:
     mode: GradMode
     side: Side = "optimized"
 
-    def __call__(self, case: Case) -> InEffect:
+    def __call__(self, case: Sides) -> InEffect:
         # Not `tensors()`: it detaches, which drops the autograd marks this looks at.
         outputs = [
             leaf for leaf in tree_leaves(as_containers(_call(case, self.side))) if isinstance(leaf, torch.Tensor)
@@ -223,7 +238,7 @@ class ReadInside:
     module: nn.Module
     side: Side = "optimized"
 
-    def __call__(self, case: Case) -> InEffect:
+    def __call__(self, case: Sides) -> InEffect:
         seen: list[Any] = []
         handle = self.module.register_forward_pre_hook(lambda module, args: seen.append(self.read()))
         try:
@@ -267,7 +282,7 @@ class PinnedCopies:
     non_blocking: bool = False
     side: Side = "optimized"
 
-    def __call__(self, case: Case) -> InEffect:
+    def __call__(self, case: Sides) -> InEffect:
         copies = [copy for c in observed_ops(lambda: _call(case, self.side), COPIES) if (copy := _host_to_device(c))]
         technique = "pin_memory+non_blocking" if self.non_blocking else "pin_memory"
         if not copies:
@@ -303,13 +318,13 @@ class HostTraffic:
     calls: int
     fewer: int
 
-    def _count(self, case: Case, side: Side) -> int:
+    def _count(self, case: Sides, side: Side) -> int:
         reads = self.counted == HOST_READS
         counts = _is_host_read if reads else _host_to_device
         ops = frozenset({"aten._local_scalar_dense", "aten._to_copy"}) if reads else COPIES
         return sum(bool(counts(c)) for _ in range(self.calls) for c in observed_ops(lambda: _call(case, side), ops))
 
-    def __call__(self, case: Case) -> InEffect:
+    def __call__(self, case: Sides) -> InEffect:
         reference, optimized = self._count(case, "reference"), self._count(case, "optimized")
         evidence = (
             f"made {optimized} {self.counted} in {self.calls} call(s) against the reference's {reference}"
@@ -323,7 +338,7 @@ class Recomputes:
     """One call of the optimized side runs more matmuls than one of the reference: checkpointed blocks run their
     forward again in backward."""
 
-    def __call__(self, case: Case) -> InEffect:
+    def __call__(self, case: Sides) -> InEffect:
         counts = [
             len(observed_ops(lambda side=side: _call(case, side), MATMULS)) for side in ("reference", "optimized")
         ]
@@ -339,7 +354,7 @@ class LessMemory:
     technique: str
     device: torch.device
 
-    def __call__(self, case: Case) -> InEffect:
+    def __call__(self, case: Sides) -> InEffect:
         peaks = [
             peak_memory_bytes(lambda side=side: _call(case, side), self.device) for side in ("reference", "optimized")
         ]
@@ -366,7 +381,7 @@ class LoaderWorkers:
     prefetch_factor: int | None
     side: Side = "optimized"
 
-    def __call__(self, case: Case) -> InEffect:
+    def __call__(self, case: Sides) -> InEffect:
         calls = []
         for _ in range(2):
             _call(case, self.side)
@@ -407,7 +422,7 @@ class GradsCleared:
     set_to_none: bool
     side: Side = "optimized"
 
-    def __call__(self, case: Case) -> InEffect:
+    def __call__(self, case: Sides) -> InEffect:
         optimizer = self.optimizer()
         zero_grad = optimizer.zero_grad
         seen: list[tuple[int, int]] = []
@@ -443,7 +458,7 @@ class OptimizerKernels:
     implementation: str
     side: Side = "optimized"
 
-    def __call__(self, case: Case) -> InEffect:
+    def __call__(self, case: Sides) -> InEffect:
         with _OpLog(lambda op: op.startswith(tuple(OPTIMIZER_KERNELS.values()))) as log:
             _call(case, self.side)
         seen = {kind for kind, prefix in OPTIMIZER_KERNELS.items() if any(c.op.startswith(prefix) for c in log.calls)}
@@ -474,7 +489,7 @@ class ChangesNumbers:
 
     technique: str
 
-    def __call__(self, case: Case) -> InEffect:
+    def __call__(self, case: Sides) -> InEffect:
         reference = _numbers((case.reference_output or case.reference)())
         optimized = _numbers((case.optimized_output or case.optimized)())
         same = len(reference) == len(optimized) and all(

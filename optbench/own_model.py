@@ -29,7 +29,7 @@ from torch import nn
 from torch.utils._pytree import tree_leaves
 
 from .accuracy import relative_rmse, tensors
-from .faults import first_lines
+from .errors import first_lines
 from .training import TrainingSetup, TrainingWorkload
 from .workload import Batch, InferenceWorkload, batch_to, forward
 

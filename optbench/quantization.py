@@ -37,7 +37,7 @@ from torch import nn
 from .accuracy import ReducedPrecision
 from .case import Case
 from .hardware import Requires
-from .in_effect import InEffect
+from .in_effect import InEffect, Sides
 from .workload import InferenceWorkload, not_applicable
 
 TORCHAO = {"2.14": "0.18.0", "2.9": "0.15.0"}
@@ -118,7 +118,7 @@ class QuantizedLinears:
 
     model: nn.Module
 
-    def __call__(self, case: Case) -> InEffect:
+    def __call__(self, case: Sides) -> InEffect:
         from torchao.utils import TorchAOBaseTensor
 
         linears = [module for module in self.model.modules() if isinstance(module, nn.Linear)]

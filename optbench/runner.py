@@ -22,7 +22,8 @@ from .cache_flush import CacheFlush
 from .case import Case, Observed
 from .clock import DeviceClock
 from .contention import Contention, CpuTimes
-from .faults import CaseTimeout, Phase, explain, first_lines, forget_frames, release_memory, time_limit
+from .errors import first_lines
+from .faults import CaseTimeout, Phase, explain, forget_frames, release_memory, time_limit
 from .gate import Floor, GateSettings, MemoryClaim, Verdict, judge
 from .gpu_clocks import GpuClocks, GpuState, clock_note
 from .in_effect import InEffect

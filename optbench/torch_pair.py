@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from importlib import metadata
 
-from .faults import first_lines
+from .errors import first_lines
 
 
 class PairError(Exception):

@@ -1,0 +1,81 @@
+"""The package's shape: its modules import one another without a cycle, and never the repository's catalogue.
+
+A cycle means two modules cannot be read, tested or moved apart; an import of
+`fixtures` or `benchmarks` means the installed plugin fails in a user's project,
+where neither exists (issue 35). Every import counts, also one inside a function
+or under TYPE_CHECKING: a lazy import is a cycle put off, not removed.
+"""
+
+import ast
+import graphlib
+from pathlib import Path
+
+import pytest
+
+import optbench
+
+PACKAGE = Path(optbench.__file__).parent
+REPOSITORY_ONLY = ("fixtures", "benchmarks", "tests")
+
+
+def imported(path: Path, package: str) -> set[str]:
+    """The absolute names of what `path`, a module of `package`, imports anywhere in its body (`optbench.x`,
+    `torch`, ...)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package.rsplit(".", node.level - 1)[0] if node.level else ""
+            module = ".".join(filter(None, [base, node.module]))
+            names.add(module)
+            # `from . import x` and `from optbench import x` may name modules, not only attributes.
+            names.update(f"{module}.{alias.name}" for alias in node.names)
+    return names
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def package_of(path: Path) -> str:
+    return ".".join(path.parent.relative_to(PACKAGE.parent).parts)
+
+
+def package_graph() -> dict[str, set[str]]:
+    """Each optbench module and the optbench modules it imports (the package's own `__init__` left out: it
+    re-exports lazily, and every module's import of `optbench.x` passes through it)."""
+    modules = {module_name(path): path for path in PACKAGE.rglob("*.py")}
+    return {
+        name: {other for other in imported(path, package_of(path)) if other in modules and other not in (name, "optbench")}
+        for name, path in modules.items()
+    }
+
+
+def test_no_module_of_the_package_imports_another_that_imports_it_back():
+    try:
+        order = list(graphlib.TopologicalSorter(package_graph()).static_order())
+    except graphlib.CycleError as cycle:
+        pytest.fail(f"import cycle: {' -> '.join(cycle.args[1])}")
+    assert "optbench.stats" in order and "optbench.plugin" in order
+
+
+def test_the_package_never_imports_the_repositorys_catalogue_or_tests():
+    offenders = {
+        module_name(path): sorted(name for name in imported(path, package_of(path)) if name.split(".")[0] in REPOSITORY_ONLY)
+        for path in PACKAGE.rglob("*.py")
+    }
+    assert {name: found for name, found in offenders.items() if found} == {}
+
+
+def test_the_graph_sees_relative_lazy_and_type_checking_imports(tmp_path):
+    """The two tests above must be able to fail: each kind of import that hid a cycle or the catalogue is seen."""
+    assert "optbench.in_effect" in package_graph()["optbench.case"]
+    sample = tmp_path / "sample.py"
+    sample.write_text(
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from .case import Case\n"
+        "def build():\n    from fixtures.models import inference_workload\n    from . import stats\n"
+    )
+    assert {"optbench.case", "fixtures.models", "optbench.stats"} <= imported(sample, "optbench")
