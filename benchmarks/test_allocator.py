@@ -22,6 +22,7 @@ from dataclasses import asdict
 import pytest
 import torch
 
+from fixtures.models import WORKER_BUILDER
 from optbench import Case, Exact
 from optbench.accuracy import Check
 from optbench.allocator import AllocatorNotFound
@@ -59,7 +60,8 @@ def compiled_in_worker(observed: Observed) -> Check:
 def test_allocator(optbench, profile, device, allocator, variant):
     if device.type != "cpu":
         pytest.skip("host allocators only: CUDA tensors come from PyTorch's caching allocator, not malloc")
-    spec = WorkerSpec(WORKLOAD, profile.name, str(device), VARIANTS[variant], torch.get_num_threads())
+    threads = torch.get_num_threads()
+    spec = WorkerSpec(WORKLOAD, profile.name, str(device), VARIANTS[variant], threads, builder=WORKER_BUILDER)
     try:
         reference, optimized = RemoteWorkload(spec, "system"), RemoteWorkload(spec, allocator)
     except AllocatorNotFound as missing:

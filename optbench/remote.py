@@ -5,8 +5,9 @@ that compares allocators runs each side in a new `python -m optbench.remote`
 started with that allocator's environment; cuDNN's plan for a shape is fixed
 the first time a process meets it, so cudnn.benchmark on the user's model
 (which has no transposed twin to give each side shapes of its own) does the
-same. The worker builds an inference workload of `fixtures.models`, or the
-user's `--model`/`--inputs`, and its variant (eager, or `torch.compile`
+same. The worker builds the inference workload its spec names (the
+catalogue's `fixtures.models:inference_workload`, or the user's
+`--model`/`--inputs`), and its variant (eager, or `torch.compile`
 default), then answers requests: `call()` runs one forward and replies when it
 is done, so the parent's block timer times the round trip, whose overhead (a few
 tens of microseconds of pipe traffic) is the same on both sides; `output()`
@@ -22,10 +23,12 @@ is killed and reported in one line with the last line it wrote to stderr.
 from __future__ import annotations
 
 import argparse
+import importlib
 import importlib.util
 import json
 import os
 import pickle
+import re
 import signal
 import subprocess
 import sys
@@ -37,6 +40,7 @@ from types import TracebackType
 from typing import IO, Any
 
 from .allocator import Allocator, allocator_environment, detect_allocator
+from .errors import WorkerError
 
 VARIANTS = ("eager", "compile:default")
 REPLY_TIMEOUT_S = 300.0
@@ -45,13 +49,10 @@ to a minute on 2 cores. A case's own --case-timeout still interrupts the wait ea
 STOP_TIMEOUT_S = 10.0
 
 
-class WorkerError(Exception):
-    """The worker died, did not answer in time, or failed a request; the message is one line."""
-
-
 @dataclass(frozen=True)
 class WorkerSpec:
-    """What a worker builds: `fixtures.models.inference_workload(workload, profile, device)` run as `variant`."""
+    """What a worker builds: `builder(workload, profile, device)`, or the user's `model` and `inputs`, run as
+    `variant`."""
 
     workload: str
     profile: str
@@ -65,6 +66,16 @@ class WorkerSpec:
     """The user's --model and --inputs SPECs (absolute): the worker builds that model instead of `workload`."""
     cudnn_benchmark: bool | None = None
     """torch.backends.cudnn.benchmark, set before the worker meets any shape (cuDNN keeps the plan chosen then)."""
+    builder: str | None = None
+    """`package.module:function` returning an InferenceWorkload for (workload, profile, device), where `model` is
+    None: the catalogue passes `fixtures.models:inference_workload`. A spec, not a function, so that optbench
+    never imports the catalogue's fixtures, and the worker imports only what its parent named."""
+
+    def __post_init__(self) -> None:
+        if (self.model is None) == (self.builder is None):
+            raise ValueError("a WorkerSpec names either the user's model (model and inputs) or a builder, not both")
+        if self.builder is not None and not re.fullmatch(r"[\w.]+:\w+", self.builder):
+            raise ValueError(f"builder {self.builder!r} is not package.module:function")
 
 
 @dataclass(frozen=True)
@@ -85,10 +96,11 @@ class _Reply:
     error: str | None = None
 
 
-def _import_roots() -> list[str]:
-    """The directories the worker imports optbench and the workload fixtures from: the parent's own."""
+def _import_roots(spec: WorkerSpec) -> list[str]:
+    """The directories the worker imports optbench and the spec's builder from: the parent's own."""
     roots = []
-    for package in ("optbench", "fixtures"):
+    builder_package = spec.builder.split(".")[0].split(":")[0] if spec.builder else None
+    for package in filter(None, ("optbench", builder_package)):
         spec = importlib.util.find_spec(package)
         if spec is not None and spec.origin:
             roots.append(str(Path(spec.origin).resolve().parents[1]))
@@ -117,7 +129,7 @@ class RemoteWorkload:
         self.allocator = allocator
         self.reply_timeout_s = reply_timeout_s
         environment = allocator_environment(allocator)
-        roots = _import_roots()
+        roots = _import_roots(spec)
         environment["PYTHONPATH"] = os.pathsep.join(filter(None, [*roots, environment.get("PYTHONPATH")]))
         self._environment = environment
         # `python -m` puts its working directory first on sys.path: start it where this optbench lives.
@@ -241,9 +253,8 @@ class _Served:
 
             workload = load_workload(spec.model, spec.inputs, spec.workload, self.device)
         else:
-            from fixtures.models import inference_workload
-
-            workload = inference_workload(spec.workload, spec.profile, self.device)
+            module, function = str(spec.builder).split(":")
+            workload = getattr(importlib.import_module(module), function)(spec.workload, spec.profile, self.device)
         model = workload.model()
         self.cudnn_benchmark: bool | None = None
         if spec.cudnn_benchmark is not None:  # only where it is asked: a hook is work in every timed call

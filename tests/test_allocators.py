@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from benchmarks.test_allocator import in_effect
-from fixtures.models import inference_workload
+from fixtures.models import WORKER_BUILDER, inference_workload
 from optbench.allocator import (
     GLIBC_THRESHOLDS,
     Allocator,
@@ -29,8 +29,9 @@ from optbench.allocator import (
 from optbench.case import Observed
 from optbench.compilation import CompileActivity
 from optbench.environment import environment_key, torch_minor
+from optbench.errors import WorkerError
 from optbench.record import Record, read_records
-from optbench.remote import RemoteWorkload, WorkerError, WorkerSpec
+from optbench.remote import RemoteWorkload, WorkerSpec
 from tests.records import make_record
 from tests.synthetic import HALF_THE_WORK
 
@@ -158,12 +159,25 @@ def test_a_record_keeps_its_allocator_through_json_and_old_records_load_without_
     assert Record.from_json(old).allocator is None
 
 
+TINY_MLP = WorkerSpec("tiny-mlp", "smoke", "cpu", "eager", 1, builder=WORKER_BUILDER)
+
+
+def test_a_worker_spec_names_the_users_model_or_a_builder_never_both_nor_neither():
+    """The worker imports what its spec names and nothing else: optbench never imports the catalogue's fixtures."""
+    with pytest.raises(ValueError, match="either the user's model"):
+        dataclasses.replace(TINY_MLP, builder=None)
+    with pytest.raises(ValueError, match="either the user's model"):
+        dataclasses.replace(TINY_MLP, model="/m.py:model", inputs="/m.py:inputs")
+    with pytest.raises(ValueError, match=r"'fixtures\.models' is not package\.module:function"):
+        dataclasses.replace(TINY_MLP, builder="fixtures.models")
+
+
 def test_the_worker_gives_the_in_process_output_and_reports_its_allocator():
     environment_for("jemalloc")
     workload = inference_workload("tiny-mlp", "smoke", CPU)
     with torch.inference_mode():
         expected = workload.model()(workload.inputs)
-    with RemoteWorkload(WorkerSpec("tiny-mlp", "smoke", "cpu", "eager", 1), "jemalloc") as worker:
+    with RemoteWorkload(TINY_MLP, "jemalloc") as worker:
         worker.call()
         assert torch.equal(worker.output(), expected)
         report = worker.describe()
@@ -172,20 +186,20 @@ def test_the_worker_gives_the_in_process_output_and_reports_its_allocator():
 
 
 def test_a_worker_that_dies_fails_in_one_line_and_a_failed_request_says_why():
-    with RemoteWorkload(WorkerSpec("tiny-mlp", "smoke", "cpu", "eager", 1), "system") as worker:
+    with RemoteWorkload(TINY_MLP, "system") as worker:
         worker.call()
         os.kill(worker.pid, signal.SIGKILL)
         with pytest.raises(WorkerError) as died:
             worker.call()
     assert "tiny-mlp eager worker (system) died during call (killed by SIGKILL)" in str(died.value)
-    with RemoteWorkload(WorkerSpec("no-such-model", "smoke", "cpu", "eager", 1), "system") as worker:
+    with RemoteWorkload(dataclasses.replace(TINY_MLP, workload="no-such-model"), "system") as worker:
         with pytest.raises(WorkerError) as failed:
             worker.call()
     assert "failed call: KeyError: 'no-such-model'" in str(failed.value) and "\n" not in str(failed.value)
 
 
 def test_a_worker_that_does_not_answer_in_time_is_killed():
-    worker = RemoteWorkload(WorkerSpec("tiny-mlp", "smoke", "cpu", "eager", 1), "system", reply_timeout_s=0.01)
+    worker = RemoteWorkload(TINY_MLP, "system", reply_timeout_s=0.01)
     with worker, pytest.raises(WorkerError, match=r"gave no reply to call within 0\.01 s; killed"):
         worker.call()
 
