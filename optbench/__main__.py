@@ -50,7 +50,9 @@ TERMINAL_WIDTH = 120
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m optbench")
+    # The console script `optbench` and `python -m optbench` run the same commands; the usage names the one used.
+    prog = "optbench" if Path(sys.argv[0]).name == "optbench" else "python -m optbench"
+    parser = argparse.ArgumentParser(prog=prog)
     commands = parser.add_subparsers(dest="command", required=True)
     report = commands.add_parser("report", help="compare saved runs (pytest-benchmark JSON with optbench records)")
     report.add_argument("runs", nargs="+", type=Path, help="JSON files from --benchmark-json or --benchmark-autosave")

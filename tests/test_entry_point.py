@@ -1,5 +1,9 @@
 """The pytest11 entry point on a throwaway project: its own tests, its own conftest, none of this repository's."""
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 PROJECT_CONFTEST = """
@@ -67,3 +71,12 @@ def test_a_test_that_asks_for_the_fixture_gets_a_measured_gated_case(throwaway):
     (row,) = [line for line in result.stdout.lines if line.startswith("test_my_model_compiled ") and "x [" in line]
     assert " fail" not in row  # measured, checked and judged: pass, or inconclusive on a noisy host
     assert (throwaway.path / ".optbench" / "records.jsonl").read_text().count("\n") == 1
+
+
+def test_the_console_script_runs_the_commands_of_python_m_optbench():
+    """`optbench` beside `python -m optbench` (issue 35): installed by pip with the package, same parser."""
+    script = Path(sys.executable).with_name("optbench")
+    assert script.exists(), f"{script}: not installed; reinstall optbench (pip install -e .) for its console script"
+    shown = subprocess.run([str(script), "calibrate", "--help"], capture_output=True, text=True, check=True).stdout
+    assert shown.startswith("usage: optbench calibrate"), shown
+    assert "--recordings" in shown
