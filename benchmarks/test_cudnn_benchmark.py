@@ -154,7 +154,7 @@ def test_orientation_control(optbench, workload, resnets, device, profile):
 
     A bias towards the reference only makes test_fixed_shapes conservative; one towards the transposed side as
     large as its floor's margin would let the flag pass on geometry alone, so that is this control's ceiling.
-    Not run on a GPU yet: README's "Check first on a new GPU runner".
+    Not run on a GPU yet: docs/ci.md, "Check first on a new GPU runner".
     """
     resnets = twin(resnets, workload, device, profile)
     images = fixed_images(workload, workload.inputs.shape[0] + 1)

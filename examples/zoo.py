@@ -10,7 +10,7 @@ from its public config, nothing downloaded), as `--model`/`--inputs` take them:
 - `encoder`: Hugging Face's DistilBERT: dict inputs with a padding mask, a `ModelOutput`.
 - `decoder`: Hugging Face's GPT-2 language model: logits and its key/value cache.
 
-`tests/test_zoo.py` runs a subset of the catalogue on each in CI; the closing notes of issue 33 and README
+`tests/test_zoo.py` runs a subset of the catalogue on each in CI; the closing notes of issue 33 and docs/own-model.md
 ("A zoo of model families") hold what the whole catalogue does on each.
 """
 

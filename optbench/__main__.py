@@ -49,11 +49,12 @@ DEFAULT_HISTORY = Path("optbench-history.jsonl")
 TERMINAL_WIDTH = 120
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
+    """Every command and its options; `main` runs them, and tests/test_docs.py parses the docs' commands with it."""
     # The console script `optbench` and `python -m optbench` run the same commands; the usage names the one used.
     prog = "optbench" if Path(sys.argv[0]).name == "optbench" else "python -m optbench"
-    parser = argparse.ArgumentParser(prog=prog)
-    commands = parser.add_subparsers(dest="command", required=True)
+    command_line = argparse.ArgumentParser(prog=prog)
+    commands = command_line.add_subparsers(dest="command", required=True)
     report = commands.add_parser("report", help="compare saved runs (pytest-benchmark JSON with optbench records)")
     report.add_argument("runs", nargs="+", type=Path, help="JSON files from --benchmark-json or --benchmark-autosave")
     report.add_argument("--output", type=Path, default=Path("optbench-report"), help="folder for report.md/speedup.png")
@@ -131,7 +132,11 @@ def main(argv: list[str] | None = None) -> int:
     dashboard.add_argument("history", type=Path)
     dashboard.add_argument("--output", type=Path, default=Path("optbench-dashboard"))
     dashboard.add_argument("--recent", type=int, default=RECENT_NIGHTS, help="nights that count as news")
-    arguments = parser.parse_args(argv)
+    return command_line
+
+
+def main(argv: list[str] | None = None) -> int:
+    arguments = parser().parse_args(argv)
     if any(arg == "--results-dir" or arg.startswith("--results-dir=") for arg in getattr(arguments, "pytest_args", [])):
         # A study reads back the records of the runs it starts from folders of its own; pointed elsewhere, it
         # found none after a 36-minute agree run and said "no case was timed".

@@ -114,8 +114,8 @@ def release_memory(device: torch.device) -> str | None:
     """Frees what a failed case left cached, so the next case starts clean; None, or why it could not.
 
     Only what nothing refers to any more is freed: call it after `forget_frames`.
-    The CUDA part is unit-tested with fakes only: README "Parallel runs with
-    pytest-xdist" lists it among the checks to run first on a GPU runner.
+    The CUDA part is unit-tested with fakes only: docs/ci.md, "Parallel runs with
+    pytest-xdist", lists it among the checks to run first on a GPU runner.
     """
     gc.collect()
     if device.type != "cuda":

@@ -3,7 +3,7 @@
 A GPU that boosts, heats up or hits its power cap during a case changes its
 speed under the measurement: the record keeps both readings, and the verdict
 notes when the clocks moved or a slowdown reason appeared. Locking the clocks
-(`nvidia-smi -lgc`, README "Nightly GPU CI") removes the cause.
+(`nvidia-smi -lgc`, docs/ci.md, "Nightly GPU CI") removes the cause.
 """
 
 from __future__ import annotations

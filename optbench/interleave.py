@@ -1,6 +1,6 @@
 """Every case's earlier processes, interleaved across the run in random order, before any case is judged.
 
-A process drifts over minutes, and the machine with it (README, "drift": tau
+A process drifts over minutes, and the machine with it (docs/validation.md, drift: tau
 0-9% within one process; `channels_last[bf16-resnet]` 1.00x, then 0.84x a
 minute later). With a case's K processes back to back they share one minute,
 and what that minute adds to all K is a bias of the case's interval that its

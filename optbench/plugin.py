@@ -1047,8 +1047,8 @@ class _OptionDefaults:
 
 
 ONE_PROCESS_NOTICE = (
-    "One process per case: each interval describes that process, and the next run draws other ones (README, "
-    '"Several processes per case"); --processes 3 gives intervals that hold for the next run.'
+    "One process per case: each interval describes that process, and the next run draws other ones "
+    '(docs/methodology.md, "Several processes per case"); --processes 3 gives intervals that hold for the next run.'
 )
 
 

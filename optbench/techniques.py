@@ -211,7 +211,7 @@ def fp32_precision(workload: InferenceWorkload, precision: Fp32Precision, floor:
 
 CUDNN_BENCHMARK: Change = (torch.backends.cudnn, "benchmark", True)
 # Said in the record, since the names and the recommendation list the flag as part of the stack. Which shapes
-# are new here depends on inductor's layout choice, to be seen on a GPU (README: "Check first on a new GPU runner").
+# are new here depends on inductor's layout choice, to be seen on a GPU (docs/ci.md: "Check first on a new GPU runner").
 CUDNN_BENCHMARK_UNUSED = (
     "cudnn.benchmark=True is set as load_model() sets it, but benchmarks only shapes this process has not met: "
     "cuDNN reuses the plans of those met with it off (this case's reference, earlier cases on these inputs), "

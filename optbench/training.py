@@ -282,7 +282,7 @@ def refuse_cuda_graphs(compile_mode: str | None) -> None:
     Each replay overwrites the previous step's outputs, and a Trainer keeps some: the losses it stacks at the
     end and the gradients zero_grad(set_to_none=False) keeps and accumulates into. Reading them fails with
     "accessing tensor output of CUDAGraphs that has been overwritten by a subsequent run". Not run on a GPU
-    yet: README's "Check first on a new GPU runner".
+    yet: docs/ci.md, "Check first on a new GPU runner".
     """
     if compile_mode and mode_uses_cuda_graphs(compile_mode):
         raise ValueError(

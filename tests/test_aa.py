@@ -54,7 +54,7 @@ def test_the_table_says_which_cases_differ_and_how_many_with_their_binomial_inte
     second = {
         steady.case: replace(steady, speedup=Interval(1.52, 1.49, 1.55)),
         # 50% apart: z = ln 1.5 / hypot(0.0051, 0.0068) = 47.7, and past the gate's margin between two runs without
-        # history (+-26-29% in README's order table).
+        # history (+-26-29% in the order table of docs/validation.md).
         moved.case: replace(moved, speedup=Interval(1.50, 1.48, 1.52), processes=[Interval(1.5, 1.4, 1.6)] * 3),
     }
     table = aa_markdown(AaCheck(first, second, wall_s=120.0))

@@ -8,8 +8,8 @@ the verdict without speed), chosen so that across the zoo each kind of compariso
 technique is in effect (memory format, a switch read inside the call, compile counts, quantized layers) runs,
 within about a minute of CI. Every family also runs a case that needs neither bf16 nor fp16, so that on a CPU
 without them (a 2-core AMD EPYC with AVX2 only), where the reduced-precision cases skip, each family still has a
-case measured beside its planted one. The whole catalogue on each family, timed, is in README ("A zoo of model
-families") with its command.
+case measured beside its planted one. The whole catalogue on each family, timed, is in docs/own-model.md ("A zoo of
+model families") with its command.
 """
 
 from __future__ import annotations
