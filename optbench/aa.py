@@ -172,7 +172,8 @@ class CaseLevels:
 
 
 POOLED_RUNS = 4
-"""Earlier runs a history pools in the levels' predictions: docs/methodology.md's example of a nightly after four nights."""
+"""Earlier runs a history pools in the levels' predictions: docs/methodology.md's example of a nightly after four
+nights."""
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,8 @@ from typing import Any, Protocol
 
 import torch
 from torch.overrides import TorchFunctionMode
-from torch.utils._pytree import tree_leaves, tree_map
+
+from .internals import tree_leaves, tree_map
 
 
 @dataclass(frozen=True)

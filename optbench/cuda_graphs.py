@@ -29,11 +29,11 @@ from typing import Any, Protocol
 import pytest
 import torch
 from torch import nn
-from torch.utils._pytree import tree_leaves, tree_map
 
 from .case import Case
 from .hardware import Requires
 from .in_effect import InEffect, Sides
+from .internals import tree_leaves, tree_map
 from .techniques import REORDERED
 from .workload import Batch, InferenceWorkload, forward
 

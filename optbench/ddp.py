@@ -46,14 +46,13 @@ import torch
 import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
-from torch.utils._pytree import tree_leaves, tree_map
 
 from .accuracy import Check, TrainingOutcome
 from .case import Case, Observed
 from .distributed import Ranks, world_size_misfit
 from .hardware import HardwareClass, Requires
 from .in_effect import InEffect, Side, Sides
-from .internals import ddp_logging_data
+from .internals import ddp_logging_data, tree_leaves, tree_map
 from .training import OFF, OPTIMIZER_ROUNDING, TrainingSetup, TrainingWorkload
 from .workload import Batch, batch_to, not_applicable
 

@@ -53,13 +53,12 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.utils._pytree import tree_leaves, tree_map
 
 from .accuracy import Check
 from .case import Case, Observed
 from .compilation import watch_compilation
 from .in_effect import InEffect
-from .internals import mark_dynamic
+from .internals import mark_dynamic, tree_leaves, tree_map
 from .techniques import REORDERED
 from .workload import Batch, InferenceWorkload, forward
 

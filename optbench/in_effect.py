@@ -23,11 +23,10 @@ from typing import Any, Literal, Protocol
 
 import torch
 from torch import nn
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_leaves
 
 from .accuracy import TrainingOutcome, as_containers, tensors
 from .hardware import dtype_name
+from .internals import TorchDispatchMode, tree_leaves
 from .memory import peak_memory_bytes
 
 Side = Literal["reference", "optimized"]

@@ -34,6 +34,14 @@ Guarded here:
   it. No public API stops them; left to the garbage collector they can take 5 s each (optbench.training).
 - pytest-benchmark's `BenchmarkFixture._timer` / `_disable_gc`: the timer and gc setting it times with, which
   `--benchmark-timer`, `--benchmark-disable-gc` or a test's benchmark mark chose.
+- pytest-benchmark's `config._benchmarksession`: its session, whose JSON and saved-run paths an xdist worker
+  points at a file of its own and the controller merges (optbench.plugin). No public API reaches it.
+- `torch.utils._pytree` (`tree_leaves`, `tree_map`, `tree_flatten`, `tree_unflatten`): walking outputs and
+  batches of any structure, as torch itself does. No public pytree module; re-exported from here, so the
+  other modules import it from here. (The recipe file that `advise` writes imports it itself: it is
+  standalone, without optbench.)
+- `torch.utils._python_dispatch.TorchDispatchMode`: seeing which ATen operations ran, below autocast and
+  autograd (optbench.in_effect). Documented in torch's extension notes, but only under its private module.
 
 The dynamo counters and the profiler event fail silently when renamed (a
 counter key reads 0, no event matches), so they are checked against a
@@ -52,6 +60,12 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten, tree_leaves, tree_map, tree_unflatten
+
+__all__ = ["TorchDispatchMode", "tree_flatten", "tree_leaves", "tree_map", "tree_unflatten"]
+"""What other modules import from torch's private modules, through this one (module docstring); the functions
+below are imported by name."""
 
 COMPILED_REGION_EVENT = "Torch-Compiled Region"
 _COMPILER_MODULES = ("torch._dynamo", "torch._inductor")
@@ -370,3 +384,9 @@ def profiler_recording() -> bool:
     except AttributeError as error:
         lost = "the profiler debug-mode case cannot prove which side profiles"
         raise MissingInternal(missing("torch.autograd._profiler_enabled", lost)) from error
+
+
+def benchmark_session_of(config: Any) -> Any | None:
+    """pytest-benchmark's session of this run (module docstring), or None where the plugin is off or keeps it
+    elsewhere."""
+    return getattr(config, "_benchmarksession", None)

@@ -26,10 +26,10 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.utils._pytree import tree_leaves
 
 from .accuracy import relative_rmse, tensors
 from .errors import first_lines
+from .internals import tree_leaves
 from .training import TrainingSetup, TrainingWorkload
 from .workload import Batch, InferenceWorkload, batch_to, forward
 

@@ -29,6 +29,7 @@ from .environment import current_commit, environment_key, fingerprint
 from .faults import forget_frames, release_memory
 from .gate import GateSettings
 from .interleave import EarlierProcesses
+from .internals import benchmark_session_of
 from .isolation import Finished, Outcome, Zygote, preloaded_modules, scratch_dir
 from .outputs import OutputError, writable_folder
 from .own_model import SpecError, load_training, load_workload
@@ -626,7 +627,7 @@ class OptbenchSession:
         controller merges into --benchmark-json and --benchmark-autosave/save:
         workers writing those themselves would overwrite each other.
         """
-        benchmark_session = getattr(self.config, "_benchmarksession", None)
+        benchmark_session = benchmark_session_of(self.config)
         worker = xdist_worker()
         if worker is None or not option(self.config, "gpu_per_worker") or benchmark_session is None:
             return
@@ -638,7 +639,7 @@ class OptbenchSession:
 
     def merge_worker_runs(self) -> None:
         """Write the workers' benchmarks as this run's --benchmark-json and saved run, as one process would."""
-        benchmark_session = getattr(self.config, "_benchmarksession", None)
+        benchmark_session = benchmark_session_of(self.config)
         runs = [path for path in self._worker_runs if path.exists()]
         if not runs or benchmark_session is None:
             return
@@ -815,7 +816,7 @@ class OptbenchSession:
                 terminalreporter.write_line(
                     textwrap.fill(f"Its tables: {self.results_dir / 'recommendation.md'}, or -v.", width)
                 )
-        benchmark_session = getattr(self.config, "_benchmarksession", None)
+        benchmark_session = benchmark_session_of(self.config)
         saved_runs = benchmark_session.compared_mapping if benchmark_session else None
         for path, saved_benchmarks in (saved_runs or {}).items():
             terminalreporter.write_sep("-", f"optbench: change of each speedup vs {path}")
@@ -852,7 +853,7 @@ class OptbenchSession:
         """pytest-benchmark's table of times, printed after this summary: left out unless asked for (-v,
         --benchmark-compare, --benchmark-columns or --benchmark-histogram: the times are in summary.md), and where
         --benchmark-compare asks for it, in as many of its columns as fit the summary's width."""
-        benchmark_session = getattr(self.config, "_benchmarksession", None)
+        benchmark_session = benchmark_session_of(self.config)
         if benchmark_session is None or self.config.get_verbosity() > 0:
             return
         if option(self.config, "benchmark_columns", None) or option(self.config, "benchmark_histogram", None):

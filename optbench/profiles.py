@@ -35,8 +35,8 @@ class Profile:
     and interleaved across the run (optbench.interleave). 1 in both profiles: on the 2-core Xeon three processes
     made intervals that hold for the next run (an A/A of the catalogue: 4 of 50 cases differed, against 18 of 48
     with one), but each process past the first adds its fork, first calls and warm-up, 1.45x a case's time
-    (docs/methodology.md, "Several processes per case"), past the 1.25x issue 34 allows smoke; a nightly's cost on a GPU is
-    not measured yet. `--processes 3` buys them."""
+    (docs/methodology.md, "Several processes per case"), past the 1.25x issue 34 allows smoke; a nightly's cost on a
+    GPU is not measured yet. `--processes 3` buys them."""
 
     @property
     def case_estimate_s(self) -> float:

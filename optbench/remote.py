@@ -274,7 +274,7 @@ class _Served:
             self.forward()
             return None
         if request == "output":
-            from torch.utils._pytree import tree_map
+            from .internals import tree_map
 
             return tree_map(lambda leaf: leaf.cpu() if isinstance(leaf, self.torch.Tensor) else leaf, self.forward())
         if request == "describe":

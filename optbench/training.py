@@ -43,7 +43,6 @@ from typing import Any, NamedTuple
 
 import torch
 from torch import nn
-from torch.utils._pytree import tree_flatten, tree_unflatten
 from torch.utils.data import DataLoader, IterableDataset, Sampler
 
 from .accuracy import Comparator, Deviation, TrainingAgreement, TrainingOutcome, parameter_deviation
@@ -73,6 +72,8 @@ from .internals import (
     mode_uses_cuda_graphs,
     profiler_recording,
     shut_down_workers,
+    tree_flatten,
+    tree_unflatten,
 )
 from .memory_payoff import MemoryPayoff
 from .shared import RunShared

@@ -17,11 +17,11 @@ from typing import Any, NoReturn
 import pytest
 import torch
 from torch import nn
-from torch.utils._pytree import tree_leaves, tree_map
 
 from .accuracy import FormatRounding, Leaves
 from .case import Case
 from .in_effect import CONVOLUTIONS, LOW_PRECISION_OPS, observed_ops
+from .internals import tree_leaves, tree_map
 
 Batch = Any
 """A tensor, a tuple/list of positional arguments, or a dict of keyword arguments."""

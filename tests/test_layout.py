@@ -8,6 +8,7 @@ or under TYPE_CHECKING: a lazy import is a cycle put off, not removed.
 
 import ast
 import graphlib
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -48,7 +49,11 @@ def package_graph() -> dict[str, set[str]]:
     re-exports lazily, and every module's import of `optbench.x` passes through it)."""
     modules = {module_name(path): path for path in PACKAGE.rglob("*.py")}
     return {
-        name: {other for other in imported(path, package_of(path)) if other in modules and other not in (name, "optbench")}
+        name: {
+            other
+            for other in imported(path, package_of(path))
+            if other in modules and other not in (name, PACKAGE.name)
+        }
         for name, path in modules.items()
     }
 
@@ -62,11 +67,29 @@ def test_no_module_of_the_package_imports_another_that_imports_it_back():
 
 
 def test_the_package_never_imports_the_repositorys_catalogue_or_tests():
-    offenders = {
-        module_name(path): sorted(name for name in imported(path, package_of(path)) if name.split(".")[0] in REPOSITORY_ONLY)
-        for path in PACKAGE.rglob("*.py")
+    assert offenders(lambda name: name.split(".")[0] in REPOSITORY_ONLY) == {}
+
+
+def offenders(wrong: Callable[[str], bool]) -> dict[str, list[str]]:
+    """Each package module and the names it imports that are `wrong`, where it imports any."""
+    found = {
+        module_name(path): sorted(filter(wrong, imported(path, package_of(path)))) for path in PACKAGE.rglob("*.py")
     }
-    assert {name: found for name, found in offenders.items() if found} == {}
+    return {module: names for module, names in found.items() if names}
+
+
+def private(name: str) -> bool:
+    """A private module of torch or pytest-benchmark (a dotted part with a leading underscore)."""
+    parts = name.split(".")
+    return parts[0] in ("torch", "pytest_benchmark") and any(part.startswith("_") for part in parts[1:])
+
+
+def test_private_torch_and_pytest_benchmark_apis_are_reached_only_through_internals():
+    """internals.py guards each one and says what is lost when a release moves it; an import elsewhere would
+    break instead. pytest-benchmark's session, a private attribute, is read there too."""
+    assert list(offenders(private)) == ["optbench.internals"]
+    readers = [path.name for path in PACKAGE.rglob("*.py") if "_benchmarksession" in path.read_text()]
+    assert readers == ["internals.py"]
 
 
 def test_the_graph_sees_relative_lazy_and_type_checking_imports(tmp_path):
@@ -79,3 +102,4 @@ def test_the_graph_sees_relative_lazy_and_type_checking_imports(tmp_path):
         "def build():\n    from fixtures.models import inference_workload\n    from . import stats\n"
     )
     assert {"optbench.case", "fixtures.models", "optbench.stats"} <= imported(sample, "optbench")
+    assert private("torch.utils._pytree.tree_map") and private("torch._dynamo") and not private("torch.nn.functional")
