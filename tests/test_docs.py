@@ -84,7 +84,7 @@ def pytest_options() -> frozenset[str]:
     shown = subprocess.run(
         [sys.executable, "-m", "pytest", "--help", "-p", "no:cacheprovider"], cwd=ROOT, capture_output=True, text=True
     )
-    internal = re.findall(r'addoption\(\s*"(--[\w-]+)"', (ROOT / "optbench" / "plugin.py").read_text())
+    internal = re.findall(r'addoption\(\s*"(--[\w-]+)"', (ROOT / "optbench" / "options.py").read_text())
     return frozenset(re.findall(r"--[\w-]+", shown.stdout)) | frozenset(internal)
 
 
