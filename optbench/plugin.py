@@ -5,7 +5,6 @@ from __future__ import annotations
 import datetime
 import json
 import os
-import random
 import re
 import shutil
 import tempfile
@@ -23,17 +22,17 @@ import torch
 from .allocator import Allocator, AllocatorNotFound, allocator_environment, detect_allocator, started_with
 from .baselines import BaselineError, BaselineStore
 from .compact import benchmark_columns, compact_summary, fitted_table, prose, summary_width
-from .confirmation import case_arguments, confirm_in_fresh_process, independent_in_fresh_process
+from .confirmation import confirm_in_fresh_process, independent_in_fresh_process
 from .environment import current_commit, environment_key, fingerprint
 from .faults import forget_frames, release_memory
+from .forks import CaseForks
 from .gate import GateSettings
-from .interleave import EarlierProcesses
 from .internals import benchmark_session_of
-from .isolation import Finished, Outcome, Zygote, preloaded_modules, scratch_dir
+from .isolation import Outcome
 from .options import HELPER_ROLES, add_options, option, use_defaults
 from .outputs import OutputError, writable_folder
 from .own_model import SpecError, load_training, load_workload
-from .processes import per_process_arguments, read_earlier, write_earlier
+from .processes import read_earlier
 from .profiles import PROFILES, SMOKE_MARKER_HELP, Profile, outside_smoke_subset
 from .progress import (
     PHASE_FILE,
@@ -44,19 +43,16 @@ from .progress import (
     WorkerPhase,
     is_case,
     progress_mode,
-    read_phase,
 )
 from .recipe import load_recipe
 from .recommendation import recommendation_markdown
 from .record import RECORD_KEY, RECORDS_FILE, Record, RecordError
 from .regression import pooled_variance
-from .report import CHANGE_HEADERS, case_label, changes_rows, summary
+from .report import CHANGE_HEADERS, changes_rows, summary
 from .run_page import PAGE, write_run_page
 from .runner import CaseRunner, RunSettings
 from .runs import saved_records
-from .shared import SHARED_ENV
 from .significance import ComparisonSettings
-from .stats import Interval
 from .training import TrainingWorkload
 from .workers import (
     WORKER_RUN_KEY,
@@ -141,10 +137,12 @@ class OptbenchSession:
         self._estimated = False
         self._worker_runs: list[Path] = []
         """On a --gpu-per-worker controller: each worker's benchmark JSON, merged at the end."""
-        self._zygote: Zygote | None = None
-        self._earlier = self._earlier_processes([])
         self._outcome: Outcome | None = None
-        self.allocator, self._zygote_environment = self._allocator()
+        self.allocator, zygote_environment = self._allocator()
+        self.forks = CaseForks(
+            config, self.profile, self.device, self.threads, zygote_environment,
+            gate=lambda: self.settings().gate, progress_of=self.case_progress, interleaved=not self.is_worker,
+        )  # fmt: skip
         self.progress: Progress | None = None
         """Made once the cases are counted (the terminal reporter exists by then)."""
         self.own_workload = self._own_workload()
@@ -264,62 +262,6 @@ class OptbenchSession:
     def isolates(self) -> bool:
         """Whether this process hands each timed case to a process of its own (--isolation)."""
         return option(self.config, "isolation") == "process" and not self.is_helper
-
-    def run_isolated(self, node_id: str) -> Finished:
-        """Runs the case `node_id` in fresh forks of this run's zygote (optbench.isolation): with --processes K,
-        K - 1 forks that only time it (optbench.interleave: every case's, across the run), then one that times it
-        too and checks and judges it with all K intervals."""
-        processes = self.profile.processes
-        divided = per_process_arguments(self.profile) if processes > 1 else []
-        earlier = self._earlier.of(node_id) if processes > 1 else []
-        if earlier:
-            divided += ["--optbench-earlier", str(write_earlier(self._started_zygote().scratch, earlier))]
-        # Its own confirmations and independent timer run inside it, each within the case's time limit.
-        runs = 2 + self.settings().gate.confirmations
-        label = f"process {processes} of {processes}" if processes > 1 else None
-        return self._fork(node_id, divided, label, timeout_s=self.profile.case_timeout_s * runs + 120)
-
-    def _earlier_processes(self, cases: Sequence[str]) -> EarlierProcesses:
-        """The earlier processes of `cases`, interleaved where this process knows the run's cases (not a worker)."""
-        processes = self.profile.processes
-        divided = [*per_process_arguments(self.profile), "--optbench-timing-only"] if processes > 1 else []
-
-        def time_only(node_id: str, number: int) -> Interval | None:
-            label = f"process {number} of {processes}" + (f" of {case_label(node_id)}" if len(cases) > 1 else "")
-            timing = self._fork(node_id, divided, label)
-            return timing.record.speedup if timing.record is not None else None
-
-        return EarlierProcesses(cases, processes, time_only, interleaved=not self.is_worker, rng=random.Random())
-
-    def _started_zygote(self) -> Zygote:
-        if self._zygote is None:
-            preload = preloaded_modules(self.config.pluginmanager.get_plugins())
-            scratch = scratch_dir()
-            environment = {**self._zygote_environment, SHARED_ENV: str(scratch / "shared")}
-            self._zygote = Zygote(self.config.rootpath, preload, environment, scratch)
-        return self._zygote
-
-    def _fork(self, node_id: str, extra: list[str], label: str | None, timeout_s: float | None = None) -> Finished:
-        """One fork of the zygote running the case as this run measures it, plus `extra` arguments, into a results
-        folder of its own; `label` prefixes the phases it reports."""
-        zygote = self._started_zygote()
-        results = Path(tempfile.mkdtemp(prefix="case-", dir=zygote.scratch))
-        arguments = case_arguments(self.config, node_id, results, gate=True)
-        arguments += ["--optbench-isolated", "--optbench-gated-cases", str(self.settings().gate.gated_cases)]
-        arguments += ["--optbench-threads", str(torch.get_num_threads()), "--optbench-key-threads", str(self.threads)]
-        # Uncaptured: a crash's last words (a native abort, a print) reach the case's log, and its failure.
-        arguments += ["--device", str(self.device), "--capture", "no", *extra]
-        report = self.case_progress(node_id)
-        prefix = f"{label}: " if label else ""
-        watch = (lambda: report(prefix + (read_phase(results / PHASE_FILE) or "starting"))) if report else None
-        limit = timeout_s or self.profile.case_timeout_s + 120
-        return zygote.run(arguments, results, timeout_s=limit, watch=watch)
-
-    def close_zygote(self) -> None:
-        if self._zygote is not None:
-            self._zygote.close()
-            shutil.rmtree(self._zygote.scratch, ignore_errors=True)
-            self._zygote = None
 
     def note_outcome(self, report: pytest.TestReport) -> None:
         """In a case's own process: keep the first phase that did not pass, else the call, for the parent."""
@@ -468,7 +410,7 @@ class OptbenchSession:
         ordered = [item.nodeid for item in session.items if is_case(item) and not item.get_closest_marker("skip")]
         cases = frozenset(ordered)
         if self.isolates():
-            self._earlier = self._earlier_processes(ordered)
+            self.forks.schedule(ordered)
         folder = getattr(self.config, "workerinput", {}).get(WORKER_PHASES)
         if folder:  # tryfirst: written before xdist's own hook tells the controller the collection is done
             WorkerCases(Path(folder), str(xdist_worker())).write(cases)
@@ -608,7 +550,7 @@ class OptbenchSession:
             self.progress.stop()
         if self.worker_phases is not None:
             shutil.rmtree(self.worker_phases, ignore_errors=True)
-        self.close_zygote()
+        self.forks.close()
         self.merge_worker_runs()
         if self.records and not self.is_worker:
             (self.results_dir / "summary.md").write_text(summary(self.records, markdown=True) + "\n")
@@ -806,7 +748,7 @@ def case_runner(request: pytest.FixtureRequest, benchmark: Any) -> CaseRunner:
         # As JSON: under xdist user_properties travel from worker to controller through execnet.
         publish=lambda record: request.node.user_properties.append((RECORD_KEY, record.to_json())),
         confirm=None if confirming else partial(confirm_in_fresh_process, config, node_id),
-        isolate=partial(session.run_isolated, node_id) if benchmark.enabled and session.isolates() else None,
+        isolate=partial(session.forks.run, node_id) if benchmark.enabled and session.isolates() else None,
         independent=partial(independent_in_fresh_process, config, node_id) if settings.agree else None,
         independent_only=option(config, "optbench_independent"),
         progress=session.case_progress(node_id),
