@@ -8,7 +8,6 @@ import os
 import re
 import shutil
 import tempfile
-import textwrap
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import replace
 from functools import partial
@@ -21,7 +20,6 @@ import torch
 
 from .allocator import Allocator, AllocatorNotFound, allocator_environment, detect_allocator, started_with
 from .baselines import BaselineError, BaselineStore
-from .compact import benchmark_columns, compact_summary, fitted_table, prose, summary_width
 from .confirmation import confirm_in_fresh_process, independent_in_fresh_process
 from .environment import current_commit, environment_key, fingerprint
 from .faults import forget_frames, release_memory
@@ -46,13 +44,12 @@ from .progress import (
 )
 from .recipe import load_recipe
 from .recommendation import recommendation_markdown
-from .record import RECORD_KEY, RECORDS_FILE, Record, RecordError
+from .record import RECORD_KEY, RECORDS_FILE, Record
 from .regression import pooled_variance
-from .report import CHANGE_HEADERS, changes_rows, summary
+from .report import summary
 from .run_page import PAGE, write_run_page
 from .runner import CaseRunner, RunSettings
-from .runs import saved_records
-from .significance import ComparisonSettings
+from .terminal import SummarizedRun, write_summary
 from .training import TrainingWorkload
 from .workers import (
     WORKER_RUN_KEY,
@@ -465,53 +462,9 @@ class OptbenchSession:
 
     @pytest.hookimpl(tryfirst=True)  # before pytest-benchmark's table, which _fit_benchmark_table shapes
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if not self.records:
-            return
-        self._fit_benchmark_table(terminalreporter)
-        key = self.records[0].environment_key
-        width = summary_width(terminalreporter)
-        per_case = f", each case in {self.profile.processes} processes" if self.profile.processes > 1 else ""
-        terminalreporter.write_sep("=", f"optbench: profile {self.profile.name} on {self.device}{per_case}")
-        verbose = self.config.get_verbosity() > 0
-        if verbose:
-            terminalreporter.write_line(f"environment {key}")
-            terminalreporter.write_line(summary(self.records))
-        else:
-            notice = f"Environment {key}. Every column and note: {self.results_dir / 'summary.md'}, or -v."
-            notice = textwrap.fill(notice, width, break_on_hyphens=False)
-            terminalreporter.write_line(compact_summary(self.records, width) + "\n\n" + notice)
-        if self.profile.processes == 1 and any(record.speedup for record in self.records):
-            terminalreporter.write_line(textwrap.fill(ONE_PROCESS_NOTICE, width, break_on_hyphens=False))
-        if all(record.speedup is None for record in self.records):
-            disabled = "timing disabled (--benchmark-disable, or xdist without --gpu-per-worker): accuracy checked"
-            disabled += ", speed not gated"
-            terminalreporter.write_line(textwrap.fill(disabled, width))
-        recommendation = recommendation_markdown(self.records)
-        if recommendation:
-            terminalreporter.write_sep("-", "optbench: what to use on this device (seed 004)")
-            if verbose:
-                terminalreporter.write_line(recommendation)
-            else:
-                terminalreporter.write_line(prose(recommendation, width))
-                terminalreporter.write_line(
-                    textwrap.fill(f"Its tables: {self.results_dir / 'recommendation.md'}, or -v.", width)
-                )
-        benchmark_session = benchmark_session_of(self.config)
-        saved_runs = benchmark_session.compared_mapping if benchmark_session else None
-        for path, saved_benchmarks in (saved_runs or {}).items():
-            terminalreporter.write_sep("-", f"optbench: change of each speedup vs {path}")
-            settings = self.settings().gate
-            comparison = ComparisonSettings(
-                settings.pooled_variance, settings.false_alarm_rate, settings.min_effect, len(self.records)
-            )
-            try:
-                saved = {record.node_id: record for record in saved_records(saved_benchmarks.values(), str(path))}
-            except RecordError as error:
-                terminalreporter.write_line(f"not compared: {error}")
-                continue
-            rows = changes_rows(self.records, saved, comparison)
-            squeeze = CHANGE_HEADERS.index("change")
-            terminalreporter.write_line(fitted_table(rows, CHANGE_HEADERS, width, squeeze))
+        if self.records:
+            run = SummarizedRun(self.records, self.profile, str(self.device), self.results_dir, self.settings().gate)
+            write_summary(terminalreporter, self.config, run)
 
     def _write_page(self) -> None:
         """The run's page (optbench.run_page), or one line on why it could not be drawn."""
@@ -528,21 +481,6 @@ class OptbenchSession:
             write_run_page(self.records, self.results_dir / PAGE, environment)
         except ImportError as error:
             print(f"optbench: {self.results_dir / PAGE} not written: {error} (pip install 'optbench[report]')")
-
-    def _fit_benchmark_table(self, reporter: Any) -> None:
-        """pytest-benchmark's table of times, printed after this summary: left out unless asked for (-v,
-        --benchmark-compare, --benchmark-columns or --benchmark-histogram: the times are in summary.md), and where
-        --benchmark-compare asks for it, in as many of its columns as fit the summary's width."""
-        benchmark_session = benchmark_session_of(self.config)
-        if benchmark_session is None or self.config.get_verbosity() > 0:
-            return
-        if option(self.config, "benchmark_columns", None) or option(self.config, "benchmark_histogram", None):
-            return
-        if not option(self.config, "benchmark_compare", None):
-            benchmark_session.groups = []
-            return
-        names = [benchmark.name for benchmark in benchmark_session.benchmarks]
-        benchmark_session.columns = benchmark_columns(names, summary_width(reporter), compared=True)
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)  # around pytest-benchmark's, whose JSON save may still fail
     def pytest_sessionfinish(self) -> Generator[None, None, None]:
@@ -710,12 +648,6 @@ def profile(pytestconfig: pytest.Config) -> Profile:
 def optbench(request: pytest.FixtureRequest, benchmark: Any) -> CaseRunner:
     """Runs a `Case` through warm-up, paired timing, accuracy and the gate: `optbench.run(case)`."""
     return case_runner(request, benchmark)
-
-
-ONE_PROCESS_NOTICE = (
-    "One process per case: each interval describes that process, and the next run draws other ones "
-    '(docs/methodology.md, "Several processes per case"); --processes 3 gives intervals that hold for the next run.'
-)
 
 
 def activate(config: pytest.Config, items: Sequence[pytest.Item]) -> None:

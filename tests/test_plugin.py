@@ -9,8 +9,8 @@ from synthetic import HALF_THE_WORK
 
 from optbench.allocator import allocator_environment, started_with
 from optbench.environment import environment_key
-from optbench.plugin import ONE_PROCESS_NOTICE
 from optbench.record import read_records
+from optbench.terminal import ONE_PROCESS_NOTICE
 
 CONFTEST = 'pytest_plugins = ["optbench.plugin"]\n'
 
