@@ -11,8 +11,9 @@ each option's default instead (`use_defaults`). Code reads them through
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -23,6 +24,7 @@ from .progress import MODES
 _DEFAULTS = pytest.StashKey[dict[str, Any]]()
 """Where optbench was started by a test (`activate`): the values of its options, which were never registered."""
 _REQUIRED = object()
+Number = TypeVar("Number", int, float)
 
 
 HELPER_ROLES = ("optbench_isolated", "optbench_confirming", "optbench_independent")
@@ -48,31 +50,29 @@ def _fraction(text: str) -> float:
     return value
 
 
-def _positive_fraction(text: str) -> float:
-    value = _fraction(text)
-    if value == 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be above 0, e.g. 0.02 for one run in 50")
-    return value
-
-
 def _count(text: str) -> int:
     if not text.isdigit():
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 0")
     return int(text)
 
 
-def _positive_count(text: str) -> int:
-    value = _count(text)
-    if value == 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
-    return value
+def _checked(parse: Callable[[str], Number], valid: Callable[[Number], bool], need: str) -> Callable[[str], Number]:
+    """An option's type: `parse`, then an error saying what it must be unless `valid`."""
+
+    def check(text: str) -> Number:
+        value = parse(text)
+        if not valid(value):
+            raise argparse.ArgumentTypeError(f"{text!r} must be {need}")
+        return value
+
+    return check
 
 
-def _rounds(text: str) -> int:
-    value = _count(text)
-    if value < MIN_ROUNDS_FLOOR:
-        raise argparse.ArgumentTypeError(f"{text!r} must be at least {MIN_ROUNDS_FLOOR}: two ABBA pairs of rounds")
-    return value
+_positive_fraction = _checked(_fraction, lambda value: value > 0, "above 0, e.g. 0.02 for one run in 50")
+_positive_count = _checked(_count, lambda value: value > 0, "at least 1")
+_rounds = _checked(
+    _count, lambda value: value >= MIN_ROUNDS_FLOOR, f"at least {MIN_ROUNDS_FLOOR}: two ABBA pairs of rounds"
+)
 
 
 def _positive(text: str) -> float:
