@@ -25,7 +25,6 @@ from .environment import current_commit, environment_key, fingerprint
 from .faults import forget_frames, release_memory
 from .forks import CaseForks
 from .gate import GateSettings
-from .internals import benchmark_session_of
 from .isolation import Outcome
 from .options import HELPER_ROLES, add_options, option, use_defaults
 from .outputs import OutputError, writable_folder
@@ -51,15 +50,7 @@ from .run_page import PAGE, write_run_page
 from .runner import CaseRunner, RunSettings
 from .terminal import SummarizedRun, write_summary
 from .training import TrainingWorkload
-from .workers import (
-    WORKER_RUN_KEY,
-    merge_benchmark_runs,
-    threads_per_worker,
-    without_timing_data,
-    worker_device,
-    worker_run_path,
-    xdist_worker,
-)
+from .workers import WORKER_RUN_KEY, merge_worker_runs, threads_per_worker, time_on_own_gpu, worker_device, xdist_worker
 from .workload import InferenceWorkload
 
 # What every case's fresh process would otherwise import for itself: the case's interval needs scipy.special
@@ -297,43 +288,6 @@ class OptbenchSession:
         except ValueError as error:
             raise pytest.UsageError(f"--gpu-per-worker: {error}") from None
 
-    def time_on_own_gpu(self) -> None:
-        """pytest-benchmark turns timing off under xdist; a worker that owns its GPU turns it back on.
-
-        Each such worker writes its benchmarks to a file of its own, which the
-        controller merges into --benchmark-json and --benchmark-autosave/save:
-        workers writing those themselves would overwrite each other.
-        """
-        benchmark_session = benchmark_session_of(self.config)
-        worker = xdist_worker()
-        if worker is None or not option(self.config, "gpu_per_worker") or benchmark_session is None:
-            return
-        benchmark_session.disabled = False
-        if benchmark_session.json or benchmark_session.save or benchmark_session.autosave:
-            benchmark_session.json = worker_run_path(self.results_dir, worker)
-            benchmark_session.save = benchmark_session.autosave = None
-            self.config.workeroutput[WORKER_RUN_KEY] = str(benchmark_session.json)  # type: ignore[attr-defined]
-
-    def merge_worker_runs(self) -> None:
-        """Write the workers' benchmarks as this run's --benchmark-json and saved run, as one process would."""
-        benchmark_session = benchmark_session_of(self.config)
-        runs = [path for path in self._worker_runs if path.exists()]
-        if not runs or benchmark_session is None:
-            return
-        try:
-            merged = merge_benchmark_runs([json.loads(path.read_text()) for path in runs])
-        except ValueError as error:
-            self.config.get_terminal_writer().line(f"optbench: the workers' benchmark JSON was not merged: {error}")
-            return
-        if benchmark_session.json:
-            Path(benchmark_session.json).write_text(json.dumps(merged, indent=4))
-        name = benchmark_session.save or benchmark_session.autosave
-        if name:
-            saved = merged if benchmark_session.save_data else without_timing_data(merged)
-            benchmark_session.storage.save(saved, name)
-        for path in runs:
-            path.unlink()
-
     def _environment(self) -> tuple[str, dict[str, Any]]:
         """Environment key and fingerprint; a controller's are its workers' (it only reads records)."""
         if self.is_controller:
@@ -489,7 +443,7 @@ class OptbenchSession:
         if self.worker_phases is not None:
             shutil.rmtree(self.worker_phases, ignore_errors=True)
         self.forks.close()
-        self.merge_worker_runs()
+        merge_worker_runs(self.config, self._worker_runs)
         if self.records and not self.is_worker:
             (self.results_dir / "summary.md").write_text(summary(self.records, markdown=True) + "\n")
             recommendation = recommendation_markdown(self.records)
@@ -596,7 +550,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for item in items:
             if reason := outside_smoke_subset(item, session.profile.name):
                 item.add_marker(pytest.mark.skip(reason=reason))
-    session.time_on_own_gpu()
+    time_on_own_gpu(config, session.results_dir, option(config, "gpu_per_worker"))
     count_gated(config, [item for item in items if not item.get_closest_marker("skip")])
 
 

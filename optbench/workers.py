@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from pathlib import Path
@@ -9,6 +10,7 @@ from typing import Any
 
 import torch
 
+from .internals import benchmark_session_of
 from .record import RECORD_KEY
 
 
@@ -73,3 +75,43 @@ def without_timing_data(run: dict[str, Any]) -> dict[str, Any]:
             for benchmark in run["benchmarks"]
         ],
     }
+
+
+def time_on_own_gpu(config: Any, results_dir: Path, gpu_per_worker: bool) -> None:
+    """pytest-benchmark turns timing off under xdist; a worker that owns its GPU (`gpu_per_worker`) turns it back on.
+
+    Each such worker writes its benchmarks to a file of its own in `results_dir`,
+    which the controller merges into --benchmark-json and --benchmark-autosave/save
+    (`merge_worker_runs`): workers writing those themselves would overwrite each other.
+    """
+    benchmark_session = benchmark_session_of(config)
+    worker = xdist_worker()
+    if worker is None or not gpu_per_worker or benchmark_session is None:
+        return
+    benchmark_session.disabled = False
+    if benchmark_session.json or benchmark_session.save or benchmark_session.autosave:
+        benchmark_session.json = worker_run_path(results_dir, worker)
+        benchmark_session.save = benchmark_session.autosave = None
+        config.workeroutput[WORKER_RUN_KEY] = str(benchmark_session.json)
+
+
+def merge_worker_runs(config: Any, worker_runs: list[Path]) -> None:
+    """Write the workers' benchmarks (`worker_runs`, as their workers reported them) as this run's
+    --benchmark-json and saved run, as one process would."""
+    benchmark_session = benchmark_session_of(config)
+    runs = [path for path in worker_runs if path.exists()]
+    if not runs or benchmark_session is None:
+        return
+    try:
+        merged = merge_benchmark_runs([json.loads(path.read_text()) for path in runs])
+    except ValueError as error:
+        config.get_terminal_writer().line(f"optbench: the workers' benchmark JSON was not merged: {error}")
+        return
+    if benchmark_session.json:
+        Path(benchmark_session.json).write_text(json.dumps(merged, indent=4))
+    name = benchmark_session.save or benchmark_session.autosave
+    if name:
+        saved = merged if benchmark_session.save_data else without_timing_data(merged)
+        benchmark_session.storage.save(saved, name)
+    for path in runs:
+        path.unlink()
