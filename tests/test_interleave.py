@@ -49,6 +49,15 @@ def test_the_first_case_judged_waits_for_every_case_s_earlier_processes_in_waves
     assert len(forks.ran) == 7
 
 
+def test_a_case_that_timed_nothing_is_skipped_in_later_waves_not_the_cases_after_it():
+    """Wherever the stopped case falls in a later wave, every case after it in that wave is still forked."""
+    for seed in range(20):
+        forks = Forks(stopping=frozenset({"c"}))
+        EarlierProcesses(CASES, 4, forks.time_only, interleaved=True, rng=random.Random(seed)).of("a")
+        expected = [(case, 1) for case in CASES] + [(case, number) for case in "abd" for number in (2, 3)]
+        assert sorted(forks.ran) == sorted(expected), seed
+
+
 def test_a_case_not_scheduled_or_judged_again_has_its_processes_back_to_back():
     forks = Forks()
     earlier = EarlierProcesses(CASES, 3, forks.time_only, interleaved=True, rng=random.Random(2))
