@@ -23,7 +23,6 @@ is killed and reported in one line with the last line it wrote to stderr.
 from __future__ import annotations
 
 import argparse
-import importlib
 import importlib.util
 import json
 import os
@@ -253,8 +252,10 @@ class _Served:
 
             workload = load_workload(spec.model, spec.inputs, spec.workload, self.device)
         else:
-            module, function = str(spec.builder).split(":")
-            workload = getattr(importlib.import_module(module), function)(spec.workload, spec.profile, self.device)
+            from .own_model import load_function
+
+            build = load_function(str(spec.builder), "WorkerSpec.builder")
+            workload = build(spec.workload, spec.profile, self.device)
         model = workload.model()
         self.cudnn_benchmark: bool | None = None
         if spec.cudnn_benchmark is not None:  # only where it is asked: a hook is work in every timed call
