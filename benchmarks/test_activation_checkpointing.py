@@ -20,7 +20,10 @@ import pytest
 
 from optbench.accuracy import TrainingAgreement
 from optbench.memory_payoff import MemoryPayoff
+from optbench.techniques.activation_checkpointing import TECHNIQUE
 from optbench.training import REORDERED_FP32, Tricks
+
+pytestmark = pytest.mark.technique(TECHNIQUE)
 
 COMPILED = Tricks(compile_mode="default")
 SAME_TRAINING = TrainingAgreement(loss_tolerance=0)

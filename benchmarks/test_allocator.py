@@ -28,6 +28,9 @@ from optbench.accuracy import Check
 from optbench.allocator import AllocatorNotFound
 from optbench.case import Observed
 from optbench.remote import RemoteWorkload, WorkerSpec
+from optbench.techniques.allocator import TECHNIQUE
+
+pytestmark = pytest.mark.technique(TECHNIQUE)
 
 WORKLOAD = "resnet"
 VARIANTS = {"eager": "eager", "compile": "compile:default"}

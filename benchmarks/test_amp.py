@@ -14,7 +14,10 @@ import torch
 
 from optbench import Requires
 from optbench.hardware import AMPERE, AMX, VOLTA, dtype_name
+from optbench.techniques.amp import TECHNIQUE
 from optbench.training import MIXED_PRECISION, OFF
+
+pytestmark = pytest.mark.technique(TECHNIQUE)
 
 DTYPES = {
     torch.float16: Requires(cuda=True, min_capability=(7, 0), why="fp16 autocast with a GradScaler on tensor cores"),

@@ -1,6 +1,6 @@
 """Attention kernels: hand-written causal attention -> `scaled_dot_product_attention`, short and long sequences,
 fp32 and bf16 (each SDPA backend forced on CUDA); and SDPA with a dense mask -> FlexAttention with the same mask
-as a block mask, causal and a sliding window (see `optbench.attention`); and a Hugging Face model's attention
+as a block mask, causal and a sliding window (see `optbench.techniques.attention`); and a Hugging Face model's attention
 written out ("eager") against its `sdpa` implementation, on a random-weight Qwen2 or the user's --model.
 
 Outputs are held against hand-written attention in float64. The peak-memory
@@ -13,9 +13,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from optbench.attention import (
+from optbench.techniques.attention import (
     HF_IMPLEMENTATIONS,
     SDPA_BACKENDS,
+    TECHNIQUE,
     AttentionShape,
     causal,
     flex_case,
@@ -23,6 +24,8 @@ from optbench.attention import (
     sdpa_case,
     sliding_window,
 )
+
+pytestmark = pytest.mark.technique(TECHNIQUE)
 
 SHAPES = {
     "smoke": {"short": AttentionShape(1, 4, 128, 64), "long": AttentionShape(1, 4, 1024, 64)},

@@ -13,7 +13,9 @@ import pytest
 import torch
 
 from optbench.hardware import dtype_name
-from optbench.techniques import channels_last
+from optbench.techniques.channels_last import TECHNIQUE, channels_last
+
+pytestmark = pytest.mark.technique(TECHNIQUE)
 
 FLOORS = {
     torch.float32: {"smoke": 0.85, "standard": 0.85},

@@ -10,7 +10,10 @@ from dataclasses import replace
 
 import pytest
 
+from optbench.techniques.channels_last_training import TECHNIQUE
 from optbench.training import OFF, REORDERED_FP32
+
+pytestmark = pytest.mark.technique(TECHNIQUE)
 
 
 @pytest.mark.trainings("resnet")

@@ -11,7 +11,9 @@ from __future__ import annotations
 import pytest
 
 from optbench import Requires
-from optbench.techniques import compiled
+from optbench.techniques.compile import TECHNIQUE, compiled
+
+pytestmark = pytest.mark.technique(TECHNIQUE)
 
 MODES = {
     "default": Requires(),

@@ -27,6 +27,9 @@ from optbench.accuracy import Check, TokenAgreement
 from optbench.case import Observed
 from optbench.clock import DeviceClock
 from optbench.internals import is_compiler_error
+from optbench.techniques.compile_causal_lm import TECHNIQUE
+
+pytestmark = pytest.mark.technique(TECHNIQUE)
 
 MODES = {"cpu": "default", "cuda": "reduce-overhead"}
 # fp32 on CPU must give the same tokens; in bf16 a near-tie may flip one token and everything after it.

@@ -13,10 +13,13 @@ from dataclasses import replace
 import pytest
 
 from optbench import Requires
+from optbench.techniques.compile_training import TECHNIQUE
 from optbench.training import OFF, REORDERED_FP32
 
+pytestmark = pytest.mark.technique(TECHNIQUE)
+
 # max-autotune without the CUDA graphs it otherwise adds: their replays overwrite the losses and gradients a
-# training step keeps (optbench.training.refuse_cuda_graphs).
+# training step keeps (optbench.techniques.compile_training.refuse_cuda_graphs).
 MODES = {
     "default": Requires(),
     "max-autotune-no-cudagraphs": Requires(

@@ -11,7 +11,10 @@ from __future__ import annotations
 import pytest
 
 from optbench.hardware import VOLTA
+from optbench.techniques.compiled_optimizer import TECHNIQUE
 from optbench.training import OPTIMIZER_ROUNDING, Tricks
+
+pytestmark = pytest.mark.technique(TECHNIQUE)
 
 # Not measured on a GPU yet: the first CUDA baseline replaces this guess of "at least as fast".
 GPU_FLOOR = 1.0

@@ -31,9 +31,11 @@ from fixtures.models import transposed
 from optbench import Case, Close
 from optbench.in_effect import SettingInside
 from optbench.switches import Change, under
-from optbench.techniques import CUDNN_PLANS as CUDA
-from optbench.techniques import cudnn_benchmark_apart
+from optbench.techniques.cudnn_benchmark import CUDNN_PLANS as CUDA
+from optbench.techniques.cudnn_benchmark import TECHNIQUE, cudnn_benchmark_apart
 from optbench.workload import InferenceWorkload
+
+pytestmark = pytest.mark.technique(TECHNIQUE)
 
 BENCHMARK_OFF = ((torch.backends.cudnn, "benchmark", False),)
 BENCHMARK_ON = ((torch.backends.cudnn, "benchmark", True),)

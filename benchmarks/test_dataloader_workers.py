@@ -17,7 +17,10 @@ import pytest
 
 from optbench.accuracy import SameBatches
 from optbench.hardware import VOLTA
+from optbench.techniques.dataloader_workers import TECHNIQUE
 from optbench.training import Loading, Tricks
+
+pytestmark = pytest.mark.technique(TECHNIQUE)
 
 IN_PROCESS = Tricks(loading=Loading(num_workers=0))
 WORKERS = 2

@@ -5,15 +5,17 @@ Each case starts its ranks (this process is rank 0) and tears them down when
 it ends, passing or failing. A timed call is one optimizer step of 4
 micro-batches on both ranks; after 4 steps from the initial weights, the ranks'
 parameters must be equal and within rounding of one process training on the
-whole micro-batches (see `optbench.ddp`).
+whole micro-batches (see `optbench.techniques.ddp`).
 """
 
 from __future__ import annotations
 
 import pytest
 
-from optbench.ddp import DdpSettings, ddp_case
 from optbench.hardware import VOLTA
+from optbench.techniques.ddp import TECHNIQUE, DdpSettings, ddp_case
+
+pytestmark = pytest.mark.technique(TECHNIQUE)
 
 # (optimized settings, floor on a GPU runner): not measured on GPUs yet, the first CUDA baseline replaces these.
 VARIANTS = {

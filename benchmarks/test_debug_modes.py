@@ -18,7 +18,10 @@ import pytest
 
 from optbench.accuracy import TrainingAgreement
 from optbench.hardware import ANY_DEVICE
+from optbench.techniques.debug_modes import TECHNIQUE
 from optbench.training import DEBUG_MODES, OFF, REORDERED_FP32, Tricks
+
+pytestmark = pytest.mark.technique(TECHNIQUE)
 
 ACCURACY = {
     "anomaly_detection": TrainingAgreement(loss_tolerance=0),

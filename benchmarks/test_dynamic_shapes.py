@@ -8,15 +8,17 @@ each side's first pass, compiles included, is reported in the case's details,
 and a side that compiled at more sizes than its policy declares (2 for the
 default, 1 for dynamic=True and mark_dynamic, one per bucket met) fails the
 case: recompiling for every new size is the compile regression user code meets
-most (see `optbench.dynamic_shapes`).
+most (see `optbench.techniques.dynamic_shapes`).
 """
 
 from __future__ import annotations
 
 import pytest
 
-from optbench.dynamic_shapes import ShapePolicy, SizeStream, batch_stream, dynamic_shapes
+from optbench.techniques.dynamic_shapes import TECHNIQUE, ShapePolicy, SizeStream, batch_stream, dynamic_shapes
 from optbench.workload import not_applicable
+
+pytestmark = pytest.mark.technique(TECHNIQUE)
 
 VARYING_DIM = {"ln-mlp": 1, "tiny-mlp": 0}
 LARGEST = {"smoke": 64, "standard": 512}

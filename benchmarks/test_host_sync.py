@@ -18,7 +18,10 @@ import pytest
 
 from optbench import Requires
 from optbench.accuracy import TrainingAgreement
+from optbench.techniques.host_sync import TECHNIQUE
 from optbench.training import Tricks
+
+pytestmark = pytest.mark.technique(TECHNIQUE)
 
 CUDA = Requires(cuda=True, why="on a CPU the host is the device: .item() waits for no queue and .to() copies nothing")
 LOG_EVERY = 16

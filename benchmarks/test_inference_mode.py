@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from optbench.techniques import autograd_mode
+from optbench.techniques.inference_mode import TECHNIQUE, autograd_mode
+
+pytestmark = pytest.mark.technique(TECHNIQUE)
 
 # (reference, optimized, declared floor per workload)
 PAIRS = [

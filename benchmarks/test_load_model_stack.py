@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import pytest
 
-from optbench.techniques import convert_before_compile, seed_stack
+from optbench.techniques.load_model_stack import TECHNIQUE, convert_before_compile, seed_stack
+
+pytestmark = pytest.mark.technique(TECHNIQUE)
 
 MIXED_PRECISION = {"mixed-precision": True, "fp32": False}
 FLOORS = {

@@ -14,7 +14,10 @@ from __future__ import annotations
 import pytest
 
 from optbench.hardware import VOLTA
+from optbench.techniques.optimizer_impl import TECHNIQUE
 from optbench.training import OPTIMIZER_ROUNDING, Tricks
+
+pytestmark = pytest.mark.technique(TECHNIQUE)
 
 IMPLEMENTATIONS = ("foreach", "fused")
 # Not measured on a GPU yet: the first CUDA baseline replaces this guess of "at least as fast".

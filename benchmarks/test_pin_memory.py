@@ -12,7 +12,10 @@ import pytest
 
 from optbench import Requires
 from optbench.accuracy import TrainingAgreement
+from optbench.techniques.pin_memory import TECHNIQUE
 from optbench.training import Tricks
+
+pytestmark = pytest.mark.technique(TECHNIQUE)
 
 CUDA = Requires(cuda=True, why="pinned host memory only speeds host-to-GPU copies (PyTorch ignores it on CPU)")
 # (optimized tricks, floor): pinning without asynchronous copies is expected to give little.

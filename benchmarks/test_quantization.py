@@ -1,6 +1,6 @@
 """torchao weight quantization on the Linear layers: the fp32 model compiled -> quantized and compiled (torchao's
 recommended use), int8 dynamic-activation and int8 weight-only on every device, int4 weight-only and float8 on
-the CUDA capabilities that have them (see `optbench.quantization` for each scheme's accuracy limit).
+the CUDA capabilities that have them (see `optbench.techniques.quantization` for each scheme's accuracy limit).
 
 The record's details give the state dict's bytes before and after. On the
 user's model (--model) every Linear layer is quantized; a model without one
@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import pytest
 
-from optbench.quantization import SCHEMES, quantized
+from optbench.techniques.quantization import SCHEMES, TECHNIQUE, quantized
+
+pytestmark = pytest.mark.technique(TECHNIQUE)
 
 FLOORS = {"int8-dynamic": 1.0, "int8-weight-only": 1.0, "int4-weight-only": 1.0, "float8-dynamic": 1.0}
 

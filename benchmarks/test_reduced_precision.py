@@ -13,7 +13,9 @@ import pytest
 import torch
 
 from optbench.hardware import AMPERE, AMX, VOLTA, dtype_name
-from optbench.techniques import reduced_precision
+from optbench.techniques.reduced_precision import TECHNIQUE, reduced_precision
+
+pytestmark = pytest.mark.technique(TECHNIQUE)
 
 FLOORS = {
     "resnet": {"smoke": 0.9, "standard": 1.3},

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import pytest
 
-from optbench.techniques import conv_precision, fp32_precision, matmul_precision
+from optbench.techniques.tf32 import TECHNIQUE, conv_precision, fp32_precision, matmul_precision
+
+pytestmark = pytest.mark.technique(TECHNIQUE)
 
 # Smoke-sized models are launch-bound on a GPU: fewer mantissa bits cannot help them there.
 FLOORS = {"smoke": 0.9, "standard": 1.3}

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import pytest
 
+from optbench.techniques.training_stack import TECHNIQUE
 from optbench.training import MIXED_PRECISION, OFF, REORDERED_FP32, stack
+
+pytestmark = pytest.mark.technique(TECHNIQUE)
 
 # The seed's GPU effects (AMP ~1.7x, compile ~1.05x) compound past 1.3x; a CPU gets compile's effect alone.
 CPU_FLOORS = {"ln-mlp": 1.0, "resnet": 0.7}

@@ -15,7 +15,10 @@ from dataclasses import replace
 import pytest
 
 from optbench.accuracy import TrainingAgreement
+from optbench.techniques.zero_grad import TECHNIQUE
 from optbench.training import OFF
+
+pytestmark = pytest.mark.technique(TECHNIQUE)
 
 FLOORS = {"wide-mlp": 1.05, "resnet": 0.9}
 

@@ -249,6 +249,8 @@ class Close:
         return Accuracy((Check("rmse_vs_fp64", rmse(optimized, fp64), limit, lower_is_better=True),))
 
 
+REORDERED = Close(rtol=1e-3, atol=1e-3)
+"""Same numbers up to summation order (fusion, another layout or algorithm), or no further from fp64."""
 TF32_MAX_RELATIVE_RMSE = 0.02
 """ReducedPrecision's fp64 limit for TF32: fp16's 10 mantissa bits, rounded only at matmul and conv inputs, so
 no worse than fp16's calibrated 0.004-0.006 (see ReducedPrecision), with the same 3-4x headroom."""

@@ -27,17 +27,18 @@ import sys
 import textwrap
 import time
 import xml.etree.ElementTree as ElementTree
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from .recipe import BACKENDS, Recipe, TrainingRecipe
+from .recipe import Recipe, TrainingRecipe
 from .record import Record, read_records
 from .report import case_label, markdown_table, text_table
 from .runner import DOES_NOT_WORK
 from .stats import Interval
+from .techniques import Used, registered
 
 HEADERS = ("technique", "speedup [95% CI]", "accuracy (limit)", "peak mem", "compile", "advice")
 WORDS = ("use", "use for memory", "skip", "hurts", "breaks accuracy", "does not work")
@@ -144,58 +145,15 @@ def skipped_cases(junit_xml: Path, model_name: str) -> tuple[list[Advice], list[
 
 
 def choose_recipe(advice: Sequence[Advice], training: bool = False) -> Recipe:
-    """The recipe of every *use* that composes (see the module's docstring); with `training`, its training part."""
-    used = {(a.record.technique, a.record.variant): a for a in advice if a.word == "use" and a.record}
+    """The recipe of every *use* that composes (see the module's docstring); with `training`, its training part.
 
-    def fastest(technique: str, variants: Sequence[str]) -> str | None:
-        candidates = [(used[technique, v].speedup.point, v) for v in variants if (technique, v) in used]
-        return max(candidates)[1] if candidates else None
-
-    dtype = fastest("reduced_precision", ("bf16", "fp16"))
-    compiled = fastest("compile", ("compile:default", "compile:reduce-overhead", "compile:max-autotune"))
-    mode = compiled.removeprefix("compile:") if compiled else None
-    autograd = "inference_mode" if ("inference_mode", "grad->inference_mode") in used else None
-    if autograd is None and ("inference_mode", "grad->no_grad") in used:
-        autograd = "no_grad"
-    precision = (
-        ()
-        if dtype
-        else tuple(
-            sorted(_fp32_precision(a.record) for (technique, _), a in used.items() if technique == "tf32" and a.record)
-        )
-    )
-    return Recipe(
-        dtype=dtype,
-        channels_last=("channels_last", f"channels_last:{dtype or 'fp32'}") in used,
-        compile_mode=mode,
-        autograd=autograd,
-        fp32_precision=precision,
-        training=_training_recipe(used, fastest) if training else None,
-    )
-
-
-def _training_recipe(used: dict[tuple[str, str], Advice], fastest: Callable[..., str | None]) -> TrainingRecipe:
-    autocast = fastest("amp", ("autocast:bf16", "autocast:fp16"))
-    compiled = fastest("compile_training", ("compile:default", "compile:max-autotune-no-cudagraphs"))
-    pinned = fastest("pin_memory", ("pinned", "pinned+non_blocking"))
-    implementation = fastest("optimizer_impl", ("foreach", "fused"))
-    return TrainingRecipe(
-        set_to_none=("zero_grad", "set_to_none") in used,
-        autocast=autocast.removeprefix("autocast:") if autocast else None,
-        compile_mode=compiled.removeprefix("compile:") if compiled else None,
-        channels_last=("channels_last_training", "channels_last") in used,
-        pin_memory=pinned is not None,
-        non_blocking=pinned == "pinned+non_blocking",
-        optimizer_impl=implementation,
-        compile_optimizer=("compiled_optimizer", "compiled-step") in used,
-    )
-
-
-def _fp32_precision(record: Record) -> tuple[str, str]:
-    """("mkldnn.matmul", "bf16") from a tf32 case: its backend's name and the value it switched to."""
-    backend, value = record.variants.optimized.split()
-    kernels = "conv" if "conv_precision" in record.case else "matmul"
-    return f"{BACKENDS[backend]}.{kernels}", value
+    Each registered technique's rule adds what it contributes, in seed 004's order (`Technique.order`)."""
+    used = [a.record for a in advice if a.word == "use" and a.record]
+    recipe = Recipe(training=TrainingRecipe() if training else None)
+    for technique in registered():
+        if technique.recipe is not None and (training or not technique.training):
+            recipe = technique.recipe(recipe, Used(tuple(r for r in used if r.technique == technique.name)))
+    return recipe
 
 
 def advice_table(advice: Sequence[Advice], markdown: bool = False) -> str:

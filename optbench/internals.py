@@ -14,7 +14,8 @@ Guarded here:
 - `torch._dynamo.config.suppress_errors`: compile errors fall back to eager (--compile-fallback). No public API.
 - The "Torch-Compiled Region" profiler event dynamo wraps each compiled frame in. No public API.
 - `torch._dynamo.utils.guard_failures`: why each cached graph rejected a call that then recompiled, for telling
-  a shape policy's recompiles from a model's own specialisation (optbench.dynamic_shapes). No public API lists them.
+  a shape policy's recompiles from a model's own specialisation (optbench.techniques.dynamic_shapes). No public
+  API lists them.
 - `torch._dynamo.exc.TorchDynamoException` and the `torch._dynamo`/`torch._inductor` module prefix: which errors
   are compiler errors.
 - `torch.autograd.profiler.profile.kineto_results`: the allocator's allocation and free events, for CPU peak

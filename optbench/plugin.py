@@ -48,6 +48,7 @@ from .regression import pooled_variance
 from .report import summary
 from .run_page import PAGE, write_run_page
 from .runner import CaseRunner, RunSettings
+from .techniques import Technique
 from .terminal import SummarizedRun, write_summary
 from .training import TrainingWorkload
 from .workers import WORKER_RUN_KEY, merge_worker_runs, threads_per_worker, time_on_own_gpu, worker_device, xdist_worker
@@ -495,6 +496,11 @@ def pytest_configure(config: pytest.Config) -> None:
         "pytest-xdist",
     )
     config.addinivalue_line("markers", SMOKE_MARKER_HELP)
+    config.addinivalue_line(
+        "markers",
+        "technique(TECHNIQUE): the registered technique (optbench.techniques) a test measures, which its records "
+        "keep; declared once per benchmark file as `pytestmark`",
+    )
     session = OptbenchSession(config)  # first: a --model that cannot run stops the run before any folder is made
     if not hasattr(config, "workerinput"):  # an xdist worker writes where its controller said
         check_outputs(config)
@@ -622,7 +628,7 @@ def activate(config: pytest.Config, items: Sequence[pytest.Item]) -> None:
 def case_runner(request: pytest.FixtureRequest, benchmark: Any) -> CaseRunner:
     """The `optbench` fixture's value for the test `request` is for."""
     session = request.config.stash[_SESSION]
-    technique = request.module.__name__.rsplit(".", 1)[-1].removeprefix("test_")
+    technique = technique_of(request)
     config, node_id = request.config, request.node.nodeid
     confirming = option(config, "optbench_confirming")
     settings = session.settings()
@@ -639,6 +645,21 @@ def case_runner(request: pytest.FixtureRequest, benchmark: Any) -> CaseRunner:
         independent_only=option(config, "optbench_independent"),
         progress=session.case_progress(node_id),
     )
+
+
+def technique_of(request: pytest.FixtureRequest) -> str:
+    """The registered name of the technique the test declares (`pytest.mark.technique(TECHNIQUE)`); for a test of
+    the user's own that declares none, its file's name without `test_`."""
+    marker = request.node.get_closest_marker("technique")
+    if marker is None:
+        return request.module.__name__.rsplit(".", 1)[-1].removeprefix("test_")
+    technique = marker.args[0] if marker.args else None
+    if not isinstance(technique, Technique):
+        pytest.fail(
+            f"pytest.mark.technique takes a registered Technique (optbench.techniques), not {technique!r}",
+            pytrace=False,
+        )
+    return technique.name
 
 
 def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict[str, Any]) -> None:

@@ -12,7 +12,7 @@ an optimizer step with those of seed 000's tricks that paid (`TRAINING`).
 from __future__ import annotations
 
 import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from types import ModuleType
 
 from .own_model import load_function
@@ -66,6 +66,10 @@ class Recipe:
         applied += [self.autograd] if self.autograd else []
         applied += [f"{path} fp32_precision={value}" for path, value in self.fp32_precision]
         return applied
+
+    def with_training(self, **changes: object) -> Recipe:
+        """The recipe with its training part changed; unchanged where training was not measured."""
+        return self if self.training is None else replace(self, training=replace(self.training, **changes))
 
     @property
     def training_techniques(self) -> list[str]:

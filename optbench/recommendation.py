@@ -15,22 +15,15 @@ from dataclasses import dataclass
 from .record import Record
 from .report import case_label, markdown_table
 from .stats import speedup_text
+from .techniques import registered
 
-# The seed's techniques, in its order; records of other techniques are left to the summary table.
-TECHNIQUES = (
-    "inference_mode",
-    "reduced_precision",
-    "compile",
-    "tf32",
-    "cudnn_benchmark",
-    "channels_last",
-    "load_model_stack",
-    "allocator",  # not the seed's: PyTorch's CPU tuning guide adds it, and it applies to CPUs only
-    # Not the seed's (PyTorch's tuning guide and tutorials): the attention kernel, and compile on inputs of many
-    # sizes, where user code meets its commonest compile regression.
-    "attention",
-    "dynamic_shapes",
-)
+
+def recommended_techniques() -> tuple[str, ...]:
+    """The registered techniques the recommendation has rows for, in the seed's order (`Technique.order`); records
+    of the others are left to the summary table. Not all the seed's: the allocator (PyTorch's CPU tuning guide; it
+    applies to CPUs only), the attention kernel and compile on inputs of many sizes (where user code meets its
+    commonest compile regression) come from PyTorch's tuning guide and tutorials."""
+    return tuple(technique.name for technique in registered() if technique.recommended)
 
 
 def is_recommended(record: Record) -> bool:
@@ -139,7 +132,7 @@ def measured_ingredient(ingredient: Ingredient, records: Sequence[Record]) -> st
 
 
 def _technique_rows(records: Sequence[Record]) -> list[list[str]]:
-    ordered = sorted(records, key=lambda r: (TECHNIQUES.index(r.technique), r.case))
+    ordered = sorted(records, key=lambda r: (recommended_techniques().index(r.technique), r.case))
     return [
         [
             record.technique,
@@ -195,7 +188,7 @@ def _generation_rows(records: Sequence[Record], environment_key: str) -> list[li
 def recommendation_markdown(records: Sequence[Record]) -> str:
     """The seed-004 recommendation for this run's device as markdown; empty when no seed-004 case ran."""
     # Fault records (time-out, OOM, compiler error) measured nothing to recommend from.
-    relevant = [record for record in records if record.technique in TECHNIQUES and record.accuracy]
+    relevant = [record for record in records if record.technique in recommended_techniques() and record.accuracy]
     if not relevant:
         return ""
     first = relevant[0]

@@ -203,7 +203,7 @@ class Record:
     case: str
     """`<profile>:<node id>`."""
     technique: str
-    """The benchmark file's optimization: `benchmarks/test_<technique>.py`."""
+    """The registered technique (`optbench.techniques`) the case measured."""
     variant: str
     """What the optimized side turns on, as the case declares it (`Case.variant`); reports key on it."""
     variants: Variants

@@ -22,17 +22,20 @@ loaded off the clock (workers idle between epochs). What is compared there is
 the batches themselves, exactly: a loader with workers must deliver the same
 batches as one without.
 
-`TrainingWorkload.case` turns a setup and the tricks to compare into a `Case`:
-this is the one place that knows how to apply a training technique, for the
-files in `benchmarks/` and for `--train`.
+`TrainingWorkload.case` turns a setup and the tricks to compare into a `Case`,
+for the files in `benchmarks/` and for `--train`. The trainer knows no trick:
+each is a `TrainingTrick` registered with its technique (`optbench.techniques`),
+whose hooks it composes; what stays here is the loop, its data paths (batches
+on the device, a slice of an epoch through a pinned loader, an epoch window
+through workers) and the training runs the accuracy check compares.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import copy
 import functools
-import inspect
 import itertools
 import os
 import time
@@ -47,37 +50,17 @@ from torch.utils.data import DataLoader, IterableDataset, Sampler
 
 from .accuracy import Comparator, Deviation, TrainingAgreement, TrainingOutcome, parameter_deviation
 from .case import Case
-from .checkpointing import checkpoint_blocks, repeated_blocks
 from .hardware import HardwareClass, Requires, cuda_capability, dtype_name, dtype_unsupported_reason
 from .in_effect import (
-    HOST_READS,
-    HOST_TO_DEVICE_COPIES,
-    Autocast,
-    ChangesNumbers,
-    ChannelsLast,
-    GradsCleared,
-    HostTraffic,
-    LessMemory,
-    LoaderWorkers,
     Observer,
-    OptimizerKernels,
-    PinnedCopies,
-    ReadInside,
-    Recomputes,
-    Side,
 )
 from .internals import (
-    fused_optimizer_devices,
-    inductor_with_memory_budget,
-    mode_uses_cuda_graphs,
-    profiler_recording,
     shut_down_workers,
-    tree_flatten,
-    tree_unflatten,
 )
 from .memory_payoff import MemoryPayoff
 from .shared import RunShared
-from .workload import OWN_MODEL_FLOOR, Batch, batch_as, batch_to, channels_last_misfit, not_applicable, operations_of
+from .techniques import registered
+from .workload import OWN_MODEL_FLOOR, Batch, batch_to, not_applicable, operations_of
 
 SEED = 0
 FIXED_BATCHES = 64
@@ -241,55 +224,6 @@ OPTIMIZER_ROUNDING = TrainingAgreement(
 parameters within three times how far fp32's own rounding moves the reference's: its weights jittered by the
 unit roundoff after every step, as a step that rounds differently moves them (a one-time jitter at the start
 moved a smoke AdamW run 2 ulps, every step 6-7; inductor's compiled AdamW step, 8), or another thread count."""
-OPTIMIZER_IMPLEMENTATIONS = {
-    "for-loop": {"foreach": False, "fused": False},
-    "foreach": {"foreach": True, "fused": False},
-    "fused": {"foreach": False, "fused": True},
-}
-
-
-def with_implementation(optimizer: torch.optim.Optimizer, implementation: str) -> torch.optim.Optimizer:
-    """A new optimizer of `optimizer`'s class, over its parameter groups and options, as `implementation`."""
-    flags = OPTIMIZER_IMPLEMENTATIONS[implementation]
-    groups = [{**group, **flags} for group in optimizer.param_groups]
-    # defaults may hold options its constructor does not take (AdamW's decoupled_weight_decay, from Adam's).
-    accepted = inspect.signature(type(optimizer)).parameters
-    defaults = {name: value for name, value in optimizer.defaults.items() if name in accepted}
-    return type(optimizer)(groups, **{**defaults, **flags})
-
-
-def memory_budget_misfit(compile_mode: str | None) -> str | None:
-    """Why compile's activation memory budget cannot be set; None where it can."""
-    if compile_mode != "default":
-        return "an activation memory budget is set on torch.compile's default mode, and this variant does not use it"
-    if inductor_with_memory_budget(1.0) is None:
-        return "this torch has no activation memory budget (torch._functorch.config.activation_memory_budget)"
-    return None
-
-
-def implementation_misfit(optimizer: torch.optim.Optimizer, implementation: str, device: torch.device) -> str | None:
-    """Why `optimizer` cannot run as `implementation` on `device`; None where it can."""
-    missing = [flag for flag in OPTIMIZER_IMPLEMENTATIONS[implementation] if flag not in optimizer.defaults]
-    if missing:
-        return f"its optimizer {type(optimizer).__name__} takes no {'/'.join(missing)} option"
-    if implementation == "fused" and device.type not in fused_optimizer_devices():
-        return f"torch has no fused optimizer kernels for {device.type}"
-    return None
-
-
-def refuse_cuda_graphs(compile_mode: str | None) -> None:
-    """Raise for a compile mode that replays CUDA graphs: a training step's outputs do not survive them.
-
-    Each replay overwrites the previous step's outputs, and a Trainer keeps some: the losses it stacks at the
-    end and the gradients zero_grad(set_to_none=False) keeps and accumulates into. Reading them fails with
-    "accessing tensor output of CUDAGraphs that has been overwritten by a subsequent run". Not run on a GPU
-    yet: docs/ci.md, "Check first on a new GPU runner".
-    """
-    if compile_mode and mode_uses_cuda_graphs(compile_mode):
-        raise ValueError(
-            f"compile mode {compile_mode!r} replays CUDA graphs, which overwrite the losses and gradients a "
-            "training step keeps; use one without them (default, max-autotune-no-cudagraphs)"
-        )
 
 
 class Loaded(NamedTuple):
@@ -348,6 +282,72 @@ def with_loading(data: DataLoader, loading: Loading, *, pin_memory: bool) -> Dat
     )
 
 
+class TrainingTrick:
+    """One training technique's part in a `Trainer`, registered as its `Technique.trick` (`optbench.techniques`).
+
+    A trick's hooks run only where it is `on` in a trainer's `Tricks`, and each leaves what it is given as it
+    is unless it overrides it. The Trainer applies the registered tricks in the registry's order, so a wrapper
+    registered later wraps an earlier one: autocast (seed 000, section 3) inside torch.compile (section 4)."""
+
+    def on(self, tricks: Tricks) -> bool:
+        """Whether `tricks` switch this trick on."""
+        raise NotImplementedError
+
+    def misfit(self, workload: TrainingWorkload, tricks: Tricks) -> str | None:
+        """Why the trick cannot act on the workload's setup (nothing for it to change); None where it can."""
+        return None
+
+    def model(self, model: nn.Module, trainer: Trainer) -> nn.Module:
+        """The trainer's copy of the model, on the device, before its optimizer is made."""
+        return model
+
+    def batch(self, batch: Batch, trainer: Trainer) -> Batch:
+        """A batch just moved to the device."""
+        return batch
+
+    def optimizer(self, optimizer: torch.optim.Optimizer, trainer: Trainer) -> torch.optim.Optimizer:
+        return optimizer
+
+    def grad_scaler(self, trainer: Trainer) -> torch.amp.GradScaler | None:
+        """The loss scaler the step needs; None for none."""
+        return None
+
+    def forward_loss(self, forward_loss: ForwardLoss, trainer: Trainer) -> ForwardLoss:
+        """The step's forward and loss, from a batch on the device to the scalar loss."""
+        return forward_loss
+
+    def optimizer_step(self, step: Callable[[], None], trainer: Trainer) -> Callable[[], None]:
+        return step
+
+    def around_step(self, trainer: Trainer) -> contextlib.AbstractContextManager[Any]:
+        """A context each training step runs in."""
+        return contextlib.nullcontext()
+
+    def in_step(self, batch: Batch, trainer: Trainer) -> Batch:
+        """The batch inside the step, after the gradients are cleared and before the forward."""
+        return batch
+
+    def after_step(self, loss: torch.Tensor, trainer: Trainer) -> None:
+        """Called with each step's detached loss."""
+
+    def observers(self, reference: Trainer, optimized: Trainer) -> tuple[Observer, ...]:
+        """What shows the trick acting where the optimized trainer switches it on (or, for a habit, off) against the
+        reference: a no-op must fail the case as not in effect."""
+        return ()
+
+
+ForwardLoss = Callable[[Batch], torch.Tensor]
+
+
+def registered_tricks() -> tuple[TrainingTrick, ...]:
+    """Every registered training technique's trick, in the registry's order."""
+    return tuple(technique.trick for technique in registered() if isinstance(technique.trick, TrainingTrick))
+
+
+def tricks_on(tricks: Tricks) -> tuple[TrainingTrick, ...]:
+    return tuple(trick for trick in registered_tricks() if trick.on(tricks))
+
+
 class Trainer:
     """One copy of a setup's model trained with one set of tricks; see the module docstring."""
 
@@ -355,25 +355,20 @@ class Trainer:
         self.workload = workload
         self.setup = workload.setup
         self.tricks = tricks
-        self.model = copy.deepcopy(self.setup.model).to(workload.device).train()
-        if tricks.debug == "fp64":
-            self.model = self.model.to(torch.float64)
-        if tricks.channels_last:
-            self.model = self.model.to(memory_format=torch.channels_last)
-        if tricks.checkpointing:
-            checkpoint_blocks(self.model)
+        self.hooks = tricks_on(tricks)
+        model = copy.deepcopy(self.setup.model).to(workload.device).train()
+        for trick in self.hooks:
+            model = trick.model(model, self)
+        self.model = model
         self.initial_state = {name: value.clone() for name, value in self.model.state_dict().items()}
         self.optimizer, self.scaler = self._optimizer()
-        refuse_cuda_graphs(tricks.compile_mode)
-        self.forward_loss = self._forward_loss
-        if tricks.memory_budget is not None:
-            self.forward_loss = torch.compile(
-                self._forward_loss, backend=inductor_with_memory_budget(tricks.memory_budget)
-            )
-        elif tricks.compile_mode:
-            self.forward_loss = torch.compile(self._forward_loss, mode=tricks.compile_mode)
+        forward_loss: ForwardLoss = self._forward_loss
         # Through self.optimizer at each call: train() makes a new optimizer, whose step a schedule wraps.
-        self.optimizer_step = torch.compile(self._optimizer_step) if tricks.compile_optimizer else self._optimizer_step
+        optimizer_step: Callable[[], None] = self._optimizer_step
+        for trick in self.hooks:
+            forward_loss = trick.forward_loss(forward_loss, self)
+            optimizer_step = trick.optimizer_step(optimizer_step, self)
+        self.forward_loss, self.optimizer_step = forward_loss, optimizer_step
         self.batches = [self.to_device(batch) for batch in workload.fixed_batches()]
         self._calls = 0
         self._host_batches: Generator[Batch, None, None] | None = None
@@ -387,39 +382,33 @@ class Trainer:
 
     def _optimizer(self) -> tuple[torch.optim.Optimizer, torch.amp.GradScaler | None]:
         optimizer = self.setup.optimizer(self.model.parameters())
-        if self.tricks.optimizer_impl is not None:
-            optimizer = with_implementation(optimizer, self.tricks.optimizer_impl)
-        # fp16 gradients underflow without loss scaling; bf16 has fp32's exponent range and needs none.
-        scaler = torch.amp.GradScaler(self.workload.device.type) if self.tricks.autocast == torch.float16 else None
-        return optimizer, scaler
+        for trick in self.hooks:
+            optimizer = trick.optimizer(optimizer, self)
+        scalers = [trick.grad_scaler(self) for trick in self.hooks]
+        return optimizer, next((scaler for scaler in scalers if scaler is not None), None)
 
     def _optimizer_step(self) -> None:
         self.optimizer.step()
 
     def _forward_loss(self, batch: Batch) -> torch.Tensor:
-        dtype = self.tricks.autocast
-        with torch.autocast(self.workload.device.type, dtype=dtype, enabled=dtype is not None):
-            return self.setup.loss(self.setup.forward(self.model, batch), batch)
+        return self.setup.loss(self.setup.forward(self.model, batch), batch)
 
     def to_device(self, batch: Batch) -> Batch:
         batch = batch_to(batch, self.workload.device, non_blocking=self.tricks.non_blocking)
-        dtype = torch.float64 if self.tricks.debug == "fp64" else None
-        memory_format = torch.channels_last if self.tricks.channels_last else None
-        return batch_as(batch, dtype, memory_format) if dtype or memory_format else batch
+        for trick in self.hooks:
+            batch = trick.batch(batch, self)
+        return batch
 
     def step(self, batch: Batch) -> torch.Tensor:
-        if self.tricks.debug == "anomaly_detection":
-            with torch.autograd.set_detect_anomaly(True):
-                return self._step(batch)
-        if self.tricks.debug == "profiler":
-            with torch.profiler.profile(activities=profiler_activities(self.workload.device)):
-                return self._step(batch)
-        return self._step(batch)
+        with contextlib.ExitStack() as contexts:
+            for trick in self.hooks:
+                contexts.enter_context(trick.around_step(self))
+            return self._step(batch)
 
     def _step(self, batch: Batch) -> torch.Tensor:
         self.optimizer.zero_grad(set_to_none=self.tricks.set_to_none)
-        if self.tricks.new_tensors is not None:
-            batch = self._masked(batch)
+        for trick in self.hooks:
+            batch = trick.in_step(batch, self)
         loss = self.forward_loss(batch)
         if self.scaler is None:
             loss.backward()
@@ -428,23 +417,11 @@ class Trainer:
             self.scaler.scale(loss).backward()
             self.scaler.step(self.optimizer)
             self.scaler.update()
-        if self.tricks.log_loss_every is not None:
-            self._log(loss.detach())
+        for trick in self.hooks:
+            trick.after_step(loss.detach(), self)
         return loss.detach()
 
-    def _masked(self, batch: Batch) -> Batch:
-        """`batch` with its first tensor multiplied by a mask of ones made in this step (no number changes)."""
-        leaves, spec = tree_flatten(batch)
-        first = next(i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor))
-        inputs = leaves[first]
-        if self.tricks.new_tensors == "host":
-            mask = torch.ones(inputs.shape, dtype=inputs.dtype).to(inputs.device)
-        else:
-            mask = torch.ones(inputs.shape, dtype=inputs.dtype, device=inputs.device)
-        leaves[first] = inputs * mask
-        return tree_unflatten(leaves, spec)
-
-    def _log(self, loss: torch.Tensor) -> None:
+    def log_loss(self, loss: torch.Tensor) -> None:
         """Sums `loss` on the device; every `log_loss_every` steps, reads the sum on the host (a plain
         `loss.item()` when that is every step) and logs the mean."""
         self._running_loss = loss if self._running_loss is None else self._running_loss + loss
@@ -656,25 +633,7 @@ class TrainingWorkload:
 
     def misfit(self, tricks: Tricks) -> str | None:
         """Why `tricks` cannot act on this setup (a trick with nothing to change); None where they can."""
-        if tricks.channels_last and (why := channels_last_misfit(self.operations, self.first_batch())):
-            return why
-        if tricks.pin_memory and not isinstance(self.setup.data, DataLoader):
-            return "its data is not a DataLoader, and pinned memory is what a DataLoader's pin_memory gives"
-        if tricks.loading is not None and not isinstance(self.setup.data, DataLoader):
-            return "its data is not a DataLoader, whose worker processes are what is measured"
-        if tricks.loading is not None and isinstance(self.setup.data.dataset, IterableDataset):
-            return "its DataLoader reads an IterableDataset, which each worker reads whole unless it splits it itself"
-        if tricks.optimizer_impl is not None:
-            optimizer = self.setup.optimizer(copy.deepcopy(self.setup.model).parameters())
-            if why := implementation_misfit(optimizer, tricks.optimizer_impl, self.device):
-                return why
-        if tricks.checkpointing and not repeated_blocks(self.setup.model):
-            return "its model has no stack of repeated blocks (an nn.Sequential or nn.ModuleList) to checkpoint"
-        if tricks.memory_budget is not None and (why := memory_budget_misfit(tricks.compile_mode)):
-            return why
-        if tricks.compile_optimizer and tricks.autocast == torch.float16:
-            return "a GradScaler steps the optimizer itself, so a compiled step is not what runs under fp16 autocast"
-        return None
+        return next(filter(None, (trick.misfit(self, tricks) for trick in tricks_on(tricks))), None)
 
     def case(
         self,
@@ -741,6 +700,12 @@ def epoch_starts(reference: Trainer, optimized: Trainer) -> dict[str, Any]:
     return {"epoch_start_s": {"reference": reference.epoch_starts(), "optimized": optimized.epoch_starts()}}
 
 
+def in_effect(reference: Trainer, optimized: Trainer) -> tuple[Observer, ...]:
+    """What shows each trick the optimized trainer switches on (and the reference leaves off) acting, or each
+    habit it leaves off: every registered trick's observers. Compile is proven by the case's `expect_compiled`."""
+    return tuple(observer for trick in registered_tricks() for observer in trick.observers(reference, optimized))
+
+
 def stack(workload: TrainingWorkload) -> Tricks:
     """Every trick whose hardware this device has and that acts on the workload: seed 000's "all at once"."""
     device = workload.device
@@ -765,83 +730,6 @@ def stack(workload: TrainingWorkload) -> Tricks:
     if tricks.pin_memory and workload.misfit(replace(OFF, pin_memory=True)):
         tricks = replace(tricks, pin_memory=False, non_blocking=False)
     return tricks
-
-
-def in_effect(reference: Trainer, optimized: Trainer) -> tuple[Observer, ...]:
-    """What shows each trick the optimized trainer switches on (and the reference leaves off) acting.
-
-    set_to_none is also checked on the reference, whose zero-filled gradients are the other half of the
-    comparison. Compile is proven by the case's `expect_compiled`.
-    """
-    off, on = reference.tricks, optimized.tricks
-    observers: list[Observer] = []
-    if on.set_to_none and not off.set_to_none:
-        observers += [
-            GradsCleared(lambda: optimized.optimizer, set_to_none=True),
-            GradsCleared(lambda: reference.optimizer, set_to_none=False, side="reference"),
-        ]
-    if on.autocast is not None and off.autocast is None:
-        observers += [Autocast(on.autocast), ChangesNumbers(f"autocast:{dtype_name(on.autocast)}")]
-    if on.channels_last and not off.channels_last:
-        observers.append(ChannelsLast())
-    if on.pin_memory and not off.pin_memory:
-        observers.append(PinnedCopies(non_blocking=on.non_blocking))
-    if on.loading is not None and on.loading != off.loading:
-        observers += [
-            LoaderWorkers(
-                trainer.loader, lambda trainer=trainer: trainer.loaded_by, loading.num_workers,
-                loading.persistent_workers, loading.prefetch_factor, side,
-            )
-            for trainer, loading, side in ((optimized, on.loading, "optimized"), (reference, off.loading, "reference"))
-            if loading is not None
-        ]  # fmt: skip
-    if on.checkpointing and not off.checkpointing:
-        observers += [Recomputes(), LessMemory("activation checkpointing", optimized.workload.device)]
-    if on.memory_budget is not None and on.memory_budget != off.memory_budget:
-        observers.append(LessMemory(f"activation memory budget {on.memory_budget}", optimized.workload.device))
-    if off.debug is not None and on.debug is None:
-        observers += [
-            debug_read(off.debug, trainer, on_side) for trainer, on_side in ((reference, True), (optimized, False))
-        ]
-    if on.log_loss_every is not None and off.log_loss_every is not None and on.log_loss_every > off.log_loss_every:
-        steps = optimized.setup.steps_per_call * on.log_loss_every
-        observers.append(
-            HostTraffic(
-                f"the loss read every {on.log_loss_every} steps", HOST_READS, on.log_loss_every,
-                fewer=steps // off.log_loss_every - steps // on.log_loss_every,
-            )
-        )  # fmt: skip
-    if off.new_tensors == "host" and on.new_tensors == "device":
-        fewer = optimized.setup.steps_per_call
-        observers.append(HostTraffic("the step's mask made on the device", HOST_TO_DEVICE_COPIES, 1, fewer))
-    if on.optimizer_impl != off.optimizer_impl:
-        observers += [
-            OptimizerKernels(implementation, side)
-            for implementation, side in ((on.optimizer_impl, "optimized"), (off.optimizer_impl, "reference"))
-            if implementation is not None
-        ]
-    return tuple(observers)
-
-
-def debug_read(mode: str, trainer: Trainer, on: bool) -> ReadInside:
-    """What shows debug `mode` on (the reference) or off (the optimized side) inside the model's forward."""
-    side: Side = "reference" if on else "optimized"
-    if mode == "fp64":
-        dtype = torch.float64 if on else next(trainer.setup.model.parameters()).dtype
-
-        def parameters_dtype() -> torch.dtype:
-            return next(trainer.model.parameters()).dtype
-
-        return ReadInside(parameters_dtype, dtype, "parameters' dtype", trainer.model, side)
-    if mode == "profiler":
-        return ReadInside(profiler_recording, on, "the profiler recording", trainer.model, side)
-    return ReadInside(torch.is_anomaly_enabled, on, "autograd anomaly detection", trainer.model, side)
-
-
-def profiler_activities(device: torch.device) -> list[torch.profiler.ProfilerActivity]:
-    """What torch.profiler records on `device`: the CPU's ops, and the GPU's kernels too on CUDA."""
-    cpu = torch.profiler.ProfilerActivity.CPU
-    return [cpu, torch.profiler.ProfilerActivity.CUDA] if device.type == "cuda" else [cpu]
 
 
 AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}

@@ -350,7 +350,7 @@ def test_a_recipe_with_nothing_marked_use_has_no_end_to_end_measurement():
 
 
 def test_the_recipe_case_proves_its_autograd_mode_and_switches_are_in_effect(tmp_path):
-    from optbench.techniques import recipe as recipe_case
+    from optbench.techniques.recipe import recipe as recipe_case
     from optbench.workload import InferenceWorkload
 
     recipe = write_recipe(tmp_path, Recipe(autograd="inference_mode", fp32_precision=(("mkldnn.matmul", "bf16"),)))

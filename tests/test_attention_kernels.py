@@ -10,7 +10,7 @@ from torch import nn
 from transformers import PreTrainedModel
 
 from fixtures.models import inference_workload
-from optbench.attention import (
+from optbench.techniques.attention import (
     BLOCK,
     AttentionShape,
     BlockSparse,

@@ -8,7 +8,7 @@ from torch import nn
 
 import benchmarks.test_cudnn_benchmark as cudnn_benchmark
 import benchmarks.test_load_model_stack as load_model_stack
-from optbench.techniques import CUDNN_BENCHMARK_UNUSED
+from optbench.techniques.load_model_stack import CUDNN_BENCHMARK_UNUSED
 from optbench.workload import InferenceWorkload
 
 

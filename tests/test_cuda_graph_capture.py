@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch import nn
 
-from optbench.cuda_graphs import WARMUP_CALLS, GraphedForward, graphed
+from optbench.techniques.cuda_graphs import WARMUP_CALLS, GraphedForward, graphed
 from optbench.workload import InferenceWorkload
 
 

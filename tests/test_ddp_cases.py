@@ -13,8 +13,8 @@ from torch.nn.parallel import DistributedDataParallel
 from fixtures.data import synthetic_split
 from fixtures.training import SPECS, PatchMLP, TrainingSpec, built_in_workload, data_split, training_workload
 from optbench.case import Observed
-from optbench.ddp import DdpProgram, DdpSettings, ddp_case, shard, shard_misfit, spawned_program
 from optbench.distributed import RankError, Ranks
+from optbench.techniques.ddp import DdpProgram, DdpSettings, ddp_case, shard, shard_misfit, spawned_program
 from tests.processes import assert_cleaned_up, child_pids
 
 # Runs alone (README's second stage): the ranks are forked from this process, and an xdist worker that had run
@@ -118,7 +118,7 @@ def test_a_rank_that_raises_or_hangs_fails_the_case_and_leaves_nothing_behind(wo
         return run(self, command)
 
     monkeypatch.setattr(DdpProgram, "run", faulty)
-    monkeypatch.setattr("optbench.ddp.RANK_TIMEOUT_S", 5.0)
+    monkeypatch.setattr("optbench.techniques.ddp.RANK_TIMEOUT_S", 5.0)
     with pytest.raises(RankError, match="planted failure on rank 1" if fault == "raises" else "rank 1"):
         with ddp_case(workload, DdpSettings(no_sync=True), floor=1, names=("a", "b"), variant="v") as case:
             case.reference()
@@ -170,8 +170,8 @@ def test_on_gpus_the_ranks_are_spawned_from_the_workloads_rebuild(workload, monk
         def __exit__(self, *exception):
             return False
 
-    monkeypatch.setattr("optbench.ddp.world_size_misfit", lambda device_type, world_size: None)
-    monkeypatch.setattr("optbench.ddp.Ranks", Refused)
+    monkeypatch.setattr("optbench.techniques.ddp.world_size_misfit", lambda device_type, world_size: None)
+    monkeypatch.setattr("optbench.techniques.ddp.Ranks", Refused)
     cuda = replace(workload, device=torch.device("cuda"))
     with pytest.raises(pytest.skip.Exception, match="no way to rebuild itself"):
         with ddp_case(cuda, DdpSettings(no_sync=True), floor=1, names=("a", "b"), variant="v"):

@@ -37,7 +37,7 @@ def test_reading_the_loss_once_per_n_steps_is_seen_and_changes_no_loss(workload)
 
 def test_a_loop_that_still_reads_the_loss_every_step_is_not_in_effect(workload, monkeypatch):
     case = habit_case(workload, Tricks(log_loss_every=1), Tricks(log_loss_every=4))
-    monkeypatch.setattr(Trainer, "_log", lambda self, loss: loss.item())
+    monkeypatch.setattr(Trainer, "log_loss", lambda self, loss: loss.item())
     seen = case.in_effect[0](case)
     assert not seen.in_effect
     assert "made 8 host reads in 4 call(s) against the reference's 8" in seen.text()

@@ -8,7 +8,8 @@ import torch
 from fixtures.data import synthetic_split
 from fixtures.training import PatchMLP, TrainingSpec, training_workload
 from optbench.in_effect import OptimizerKernels
-from optbench.training import OPTIMIZER_ROUNDING, Tricks, with_implementation
+from optbench.techniques.optimizer_impl import with_implementation
+from optbench.training import OPTIMIZER_ROUNDING, Tricks
 
 SPEC = TrainingSpec(lambda: PatchMLP(16, 6), 16, 12, 1, 160, lr=3e-3, weight_decay=1e-2, optimizer="adamw")
 FOR_LOOP = Tricks(optimizer_impl="for-loop")
@@ -44,7 +45,7 @@ def test_an_implementation_that_steps_at_another_learning_rate_is_caught(workloa
             group["lr"] *= 1.01 if implementation == "fused" else 1
         return rebuilt
 
-    monkeypatch.setattr("optbench.training.with_implementation", off_by_one_percent)
+    monkeypatch.setattr("optbench.techniques.optimizer_impl.with_implementation", off_by_one_percent)
     _, result = accuracy_of(workload, Tricks(optimizer_impl="fused"))
     assert [check.metric for check in result.failures] == ["parameter_deviation"]
 
@@ -56,7 +57,9 @@ def test_each_implementation_is_seen_in_the_kernels_its_step_dispatches(workload
     assert OptimizerKernels(implementation)(case).in_effect
     assert OptimizerKernels("for-loop", side="reference")(case).in_effect
     # A planted no-op: the optimizer left as the setup built it (AdamW's default on CPU is the for-loop).
-    monkeypatch.setattr("optbench.training.with_implementation", lambda optimizer, implementation: optimizer)
+    monkeypatch.setattr(
+        "optbench.techniques.optimizer_impl.with_implementation", lambda optimizer, implementation: optimizer
+    )
     idle = workload.case(Tricks(optimizer_impl=implementation), reference=FOR_LOOP, accuracy=OPTIMIZER_ROUNDING,
                          floor=1, names=("a", "b"))  # fmt: skip
     assert OptimizerKernels(implementation)(idle).in_effect == (implementation == "for-loop")

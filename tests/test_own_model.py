@@ -14,7 +14,8 @@ from optbench.hardware import Requires, dtype_unsupported_reason
 from optbench.own_model import SpecError, load_workload
 from optbench.record import read_records
 from optbench.runner import raised_by_harness
-from optbench.techniques import cudnn_benchmark_apart, reduced_precision
+from optbench.techniques.cudnn_benchmark import cudnn_benchmark_apart
+from optbench.techniques.reduced_precision import reduced_precision
 from tests import own_models
 from tests.catalogue_run import catalogue
 
@@ -187,7 +188,7 @@ def test_cudnn_benchmark_on_the_user_s_model_sets_the_flag_before_each_side_s_pr
     """The CUDA path on the CPU, its requirement lifted: each side a fresh worker that builds the user's model from
     its SPECs with the flag set first, read back from inside the model's forward."""
     monkeypatch.chdir(ROOT)
-    monkeypatch.setattr("optbench.techniques.CUDNN_PLANS", Requires())
+    monkeypatch.setattr("optbench.techniques.cudnn_benchmark.CUDNN_PLANS", Requires())
     workload = load_workload("examples/cnn_bn.py:model", "examples/cnn_bn.py:inputs", "cnn", CPU)
     with cudnn_benchmark_apart(workload, "smoke", 1.0) as case:
         case.reference(), case.optimized()

@@ -6,7 +6,15 @@ import torch
 from torch import nn
 
 from optbench.in_effect import InEffect
-from optbench.quantization import SCHEMES, TORCHAO, QuantizedLinears, quantize, quantized, state_bytes, torchao_problem
+from optbench.techniques.quantization import (
+    SCHEMES,
+    TORCHAO,
+    QuantizedLinears,
+    quantize,
+    quantized,
+    state_bytes,
+    torchao_problem,
+)
 from optbench.workload import InferenceWorkload
 
 CPU_SCHEMES = ["int8-dynamic", "int8-weight-only"]

@@ -9,7 +9,7 @@ from torch import nn
 
 from optbench.case import Observed
 from optbench.compilation import CompileActivity
-from optbench.dynamic_shapes import (
+from optbench.techniques.dynamic_shapes import (
     POLICIES,
     CompiledStream,
     ShapePolicy,
@@ -140,7 +140,7 @@ def test_mark_dynamic_on_a_model_that_guards_on_its_size_is_torch_s_error_naming
 
 
 def test_mark_dynamic_that_marks_nothing_is_the_default_and_fails_its_count(monkeypatch):
-    monkeypatch.setattr("optbench.dynamic_shapes.mark_dynamic", lambda tensor, dim: None)
+    monkeypatch.setattr("optbench.techniques.dynamic_shapes.mark_dynamic", lambda tensor, dim: None)
     case = dynamic_shapes(workload_of(Tokenwise), STREAM, ShapePolicy("mark_dynamic"), floor=1.0)
     checks, _, _ = first_pass(case)
     assert checks["optimized_compiles"].value == 2 and not checks["optimized_compiles"].passed

@@ -27,7 +27,7 @@ from optbench.hardware import dtype_unsupported_reason
 from optbench.own_model import load_workload
 from optbench.recipe import load_recipe
 from optbench.record import read_records
-from optbench.techniques import reduced_precision
+from optbench.techniques.reduced_precision import reduced_precision
 from tests.catalogue_run import ROOT, catalogue
 
 sys.path.insert(0, str(ROOT / "examples"))

@@ -34,11 +34,12 @@ import pytest
 import torch
 from torch import nn
 
-from .accuracy import ReducedPrecision
-from .case import Case
-from .hardware import Requires
-from .in_effect import InEffect, Sides
-from .workload import InferenceWorkload, not_applicable
+from ..accuracy import ReducedPrecision
+from ..case import Case
+from ..hardware import Requires
+from ..in_effect import InEffect, Sides
+from ..workload import InferenceWorkload, not_applicable
+from . import Technique
 
 TORCHAO = {"2.14": "0.18.0", "2.9": "0.15.0"}
 """The torchao release for each torch of tox.ini, by torch's major.minor: 0.18.0, tested here with torch 2.14.1
@@ -156,3 +157,11 @@ def quantized(workload: InferenceWorkload, scheme_name: str, floor: float, profi
         details=details,
         in_effect=(QuantizedLinears(model),),
     )
+
+
+TECHNIQUE = Technique(
+    "quantization",
+    "torchao quantization (int8 dynamic, weight-only, fp8) vs the fp32 or bf16 model",
+    "torchao",
+    order=200,
+)

@@ -35,11 +35,12 @@ import pytest
 import torch
 from torch import nn
 
-from .case import Case
-from .hardware import Requires, dtype_name
-from .in_effect import InEffect, Side, Sides
-from .techniques import REORDERED
-from .workload import InferenceWorkload, not_applicable
+from ..accuracy import REORDERED
+from ..case import Case
+from ..hardware import Requires, dtype_name
+from ..in_effect import InEffect, Side, Sides
+from ..workload import InferenceWorkload, not_applicable
+from . import Technique
 
 FUSED_ATTENTION = frozenset(
     {
@@ -270,3 +271,12 @@ def flex_case(
         expect_compiled=True,
         in_effect=(BlockSparse(flex),),
     )
+
+
+TECHNIQUE = Technique(
+    "attention",
+    "attention kernels: SDPA backends, FlexAttention's block masks, a Hugging Face model's attn_implementation",
+    "PyTorch's SDPA and FlexAttention tutorials",
+    order=90,
+    recommended=True,
+)

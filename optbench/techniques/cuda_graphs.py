@@ -30,12 +30,13 @@ import pytest
 import torch
 from torch import nn
 
-from .case import Case
-from .hardware import Requires
-from .in_effect import InEffect, Sides
-from .internals import tree_leaves, tree_map
-from .techniques import REORDERED
-from .workload import Batch, InferenceWorkload, forward
+from ..accuracy import REORDERED
+from ..case import Case
+from ..hardware import Requires
+from ..in_effect import InEffect, Sides
+from ..internals import tree_leaves, tree_map
+from ..workload import Batch, InferenceWorkload, forward
+from . import Technique
 
 WARMUP_CALLS = 3
 REQUIRES = Requires(cuda=True, why="CUDA graphs replay recorded GPU kernels")
@@ -115,3 +116,11 @@ def graphed(workload: InferenceWorkload, how: str, floor: float, profile: str) -
         variant=how,
         in_effect=(GraphLaunches(),),
     )
+
+
+TECHNIQUE = Technique(
+    "cuda_graphs",
+    "eager launches vs the forward replayed from a CUDA graph",
+    "PyTorch's CUDA graphs docs",
+    order=210,
+)

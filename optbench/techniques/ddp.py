@@ -47,14 +47,15 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from .accuracy import Check, TrainingOutcome
-from .case import Case, Observed
-from .distributed import Ranks, world_size_misfit
-from .hardware import HardwareClass, Requires
-from .in_effect import InEffect, Side, Sides
-from .internals import ddp_logging_data, tree_leaves, tree_map
-from .training import OFF, OPTIMIZER_ROUNDING, TrainingSetup, TrainingWorkload
-from .workload import Batch, batch_to, not_applicable
+from ..accuracy import Check, TrainingOutcome
+from ..case import Case, Observed
+from ..distributed import Ranks, world_size_misfit
+from ..hardware import HardwareClass, Requires
+from ..in_effect import InEffect, Side, Sides
+from ..internals import ddp_logging_data, tree_leaves, tree_map
+from ..training import OFF, OPTIMIZER_ROUNDING, TrainingSetup, TrainingWorkload
+from ..workload import Batch, batch_to, not_applicable
+from . import Technique
 
 WORLD = 2
 MICRO_BATCHES = 4
@@ -327,3 +328,12 @@ def ranks_agree(observed: Observed) -> Check:
     """Every rank ends each side's training run with rank 0's parameters, bitwise."""
     gaps = observed.details["rank_gap"] if observed.details else {"missing": float("nan")}
     return Check("rank_parameter_gap", max(gaps.values()), 0.0, lower_is_better=True)
+
+
+TECHNIQUE = Technique(
+    "ddp",
+    "DistributedDataParallel's options (no_sync, gradient_as_bucket_view, static_graph, bucket size) vs its defaults",
+    "PyTorch's tuning guide",
+    order=400,
+    training=True,
+)

@@ -54,13 +54,13 @@ from typing import Any
 import torch
 from torch import nn
 
-from .accuracy import Check
-from .case import Case, Observed
-from .compilation import watch_compilation
-from .in_effect import InEffect
-from .internals import mark_dynamic, tree_leaves, tree_map
-from .techniques import REORDERED
-from .workload import Batch, InferenceWorkload, forward
+from ..accuracy import REORDERED, Check
+from ..case import Case, Observed
+from ..compilation import watch_compilation
+from ..in_effect import InEffect
+from ..internals import mark_dynamic, tree_leaves, tree_map
+from ..workload import Batch, InferenceWorkload, forward
+from . import Technique
 
 STREAM_FRACTIONS = (0.625, 0.375, 1.0, 0.28, 0.8, 0.52, 0.45, 0.75)
 """The stream's sizes as fractions of its largest, in the order they arrive: none twice, none 0 or 1 (sizes dynamo
@@ -303,3 +303,12 @@ def dynamic_shapes(workload: InferenceWorkload, stream: SizeStream, policy: Shap
         checks=(reference.compiles_check("reference"), optimized.compiles_check("optimized")),
         in_effect=(optimized.serves_sizes,),
     )
+
+
+TECHNIQUE = Technique(
+    "dynamic_shapes",
+    "torch.compile on inputs of many sizes: static, dynamic, mark_dynamic, buckets",
+    "PyTorch's torch.compile troubleshooting guide",
+    order=100,
+    recommended=True,
+)
