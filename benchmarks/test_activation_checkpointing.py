@@ -4,7 +4,7 @@
 against the same eager training step; and torch.compile's activation memory
 budget (its partitioner saves at most that share of the activations for
 backward and recomputes the rest) against the compiled step without one. Each
-is a memory case (`optbench.memory_payoff`): its floor is on the ratio of peak
+is a memory case (`optbench.measuring.memory_payoff`): its floor is on the ratio of peak
 memory, reference over optimized, with an interval from repeated
 measurements, and its speed is held only to a bound on the slowdown.
 Eager recomputation runs the same kernels on the same inputs, so the trained
@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import pytest
 
-from optbench.accuracy import TrainingAgreement
-from optbench.memory_payoff import MemoryPayoff
+from optbench.measuring.accuracy import TrainingAgreement
+from optbench.measuring.memory_payoff import MemoryPayoff
+from optbench.measuring.training import REORDERED_FP32, Tricks
 from optbench.techniques.activation_checkpointing import TECHNIQUE
-from optbench.training import REORDERED_FP32, Tricks
 
 pytestmark = pytest.mark.technique(TECHNIQUE)
 

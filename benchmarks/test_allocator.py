@@ -1,7 +1,7 @@
 """Issue 19: the memory allocator. glibc malloc against jemalloc and tcmalloc, preloaded (PyTorch's CPU tuning guide).
 
 The allocator is fixed when a process starts, so each side runs in its own
-fresh worker process (optbench.remote) started with its allocator's
+fresh worker process (optbench.running.remote) started with its allocator's
 environment, and the harness times the round trip of one forward; the pipe's
 overhead is the same on both sides. The same work on the same inputs: the
 outputs must be bitwise equal, an allocator may not change a number. Each
@@ -24,10 +24,10 @@ import torch
 
 from fixtures.models import WORKER_BUILDER
 from optbench import Case, Exact
-from optbench.accuracy import Check
-from optbench.allocator import AllocatorNotFound
-from optbench.case import Observed
-from optbench.remote import RemoteWorkload, WorkerSpec
+from optbench.measuring.accuracy import Check
+from optbench.measuring.case import Observed
+from optbench.running.allocator import AllocatorNotFound
+from optbench.running.remote import RemoteWorkload, WorkerSpec
 from optbench.techniques.allocator import TECHNIQUE
 
 pytestmark = pytest.mark.technique(TECHNIQUE)

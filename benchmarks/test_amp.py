@@ -13,9 +13,9 @@ import pytest
 import torch
 
 from optbench import Requires
-from optbench.hardware import AMPERE, AMX, VOLTA, dtype_name
+from optbench.measuring.hardware import AMPERE, AMX, VOLTA, dtype_name
+from optbench.measuring.training import MIXED_PRECISION, OFF
 from optbench.techniques.amp import TECHNIQUE
-from optbench.training import MIXED_PRECISION, OFF
 
 pytestmark = pytest.mark.technique(TECHNIQUE)
 

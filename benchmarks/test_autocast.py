@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from optbench.hardware import AMPERE, AMX, VOLTA, dtype_name
+from optbench.measuring.hardware import AMPERE, AMX, VOLTA, dtype_name
 from optbench.techniques.autocast import TECHNIQUE, autocast
 
 pytestmark = pytest.mark.technique(TECHNIQUE)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from optbench.hardware import dtype_name
+from optbench.measuring.hardware import dtype_name
 from optbench.techniques.channels_last import TECHNIQUE, channels_last
 
 pytestmark = pytest.mark.technique(TECHNIQUE)

@@ -10,8 +10,8 @@ from dataclasses import replace
 
 import pytest
 
+from optbench.measuring.training import OFF, REORDERED_FP32
 from optbench.techniques.channels_last_training import TECHNIQUE
-from optbench.training import OFF, REORDERED_FP32
 
 pytestmark = pytest.mark.technique(TECHNIQUE)
 

@@ -23,10 +23,10 @@ import torch
 
 from fixtures.causal_lm import latency_split, median_split, run_counting_compiled_regions, tokens_and_logits
 from optbench import Case, Requires
-from optbench.accuracy import Check, TokenAgreement
-from optbench.case import Observed
-from optbench.clock import DeviceClock
 from optbench.internals import is_compiler_error
+from optbench.measuring.accuracy import Check, TokenAgreement
+from optbench.measuring.case import Observed
+from optbench.measuring.clock import DeviceClock
 from optbench.techniques.compile_causal_lm import TECHNIQUE
 
 pytestmark = pytest.mark.technique(TECHNIQUE)

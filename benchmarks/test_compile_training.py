@@ -13,8 +13,8 @@ from dataclasses import replace
 import pytest
 
 from optbench import Requires
+from optbench.measuring.training import OFF, REORDERED_FP32
 from optbench.techniques.compile_training import TECHNIQUE
-from optbench.training import OFF, REORDERED_FP32
 
 pytestmark = pytest.mark.technique(TECHNIQUE)
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from optbench.hardware import VOLTA
+from optbench.measuring.hardware import VOLTA
+from optbench.measuring.training import OPTIMIZER_ROUNDING, Tricks
 from optbench.techniques.compiled_optimizer import TECHNIQUE
-from optbench.training import OPTIMIZER_ROUNDING, Tricks
 
 pytestmark = pytest.mark.technique(TECHNIQUE)
 

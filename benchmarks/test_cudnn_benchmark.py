@@ -29,11 +29,11 @@ from torch import nn
 
 from fixtures.models import transposed
 from optbench import Case, Close
-from optbench.in_effect import SettingInside
-from optbench.switches import Change, under
+from optbench.measuring.in_effect import SettingInside
+from optbench.measuring.switches import Change, under
+from optbench.measuring.workload import InferenceWorkload
 from optbench.techniques.cudnn_benchmark import CUDNN_PLANS as CUDA
 from optbench.techniques.cudnn_benchmark import TECHNIQUE, cudnn_benchmark_apart
-from optbench.workload import InferenceWorkload
 
 pytestmark = pytest.mark.technique(TECHNIQUE)
 

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import pytest
 
-from optbench.accuracy import SameBatches
-from optbench.hardware import VOLTA
+from optbench.measuring.accuracy import SameBatches
+from optbench.measuring.hardware import VOLTA
+from optbench.measuring.training import Loading, Tricks
 from optbench.techniques.dataloader_workers import TECHNIQUE
-from optbench.training import Loading, Tricks
 
 pytestmark = pytest.mark.technique(TECHNIQUE)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from optbench.hardware import VOLTA
+from optbench.measuring.hardware import VOLTA
 from optbench.techniques.ddp import TECHNIQUE, DdpSettings, ddp_case
 
 pytestmark = pytest.mark.technique(TECHNIQUE)

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import pytest
 
-from optbench.accuracy import TrainingAgreement
-from optbench.hardware import ANY_DEVICE
+from optbench.measuring.accuracy import TrainingAgreement
+from optbench.measuring.hardware import ANY_DEVICE
+from optbench.measuring.training import DEBUG_MODES, OFF, REORDERED_FP32, Tricks
 from optbench.techniques.debug_modes import TECHNIQUE
-from optbench.training import DEBUG_MODES, OFF, REORDERED_FP32, Tricks
 
 pytestmark = pytest.mark.technique(TECHNIQUE)
 

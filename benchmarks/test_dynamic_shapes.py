@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import pytest
 
+from optbench.measuring.workload import not_applicable
 from optbench.techniques.dynamic_shapes import TECHNIQUE, ShapePolicy, SizeStream, batch_stream, dynamic_shapes
-from optbench.workload import not_applicable
 
 pytestmark = pytest.mark.technique(TECHNIQUE)
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import pytest
 
-from optbench.hardware import VOLTA
+from optbench.measuring.hardware import VOLTA
+from optbench.measuring.training import OPTIMIZER_ROUNDING, Tricks
 from optbench.techniques.optimizer_impl import TECHNIQUE
-from optbench.training import OPTIMIZER_ROUNDING, Tricks
 
 pytestmark = pytest.mark.technique(TECHNIQUE)
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 import pytest
 
 from optbench import Requires
-from optbench.accuracy import TrainingAgreement
+from optbench.measuring.accuracy import TrainingAgreement
+from optbench.measuring.training import Tricks
 from optbench.techniques.pin_memory import TECHNIQUE
-from optbench.training import Tricks
 
 pytestmark = pytest.mark.technique(TECHNIQUE)
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pytest
 
+from optbench.measuring.training import MIXED_PRECISION, OFF, REORDERED_FP32, recipe_tricks
 from optbench.techniques.recipe import TECHNIQUE, recipe
-from optbench.training import MIXED_PRECISION, OFF, REORDERED_FP32, recipe_tricks
 
 pytestmark = pytest.mark.technique(TECHNIQUE)
 

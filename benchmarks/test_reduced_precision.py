@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from optbench.hardware import AMPERE, AMX, VOLTA, dtype_name
+from optbench.measuring.hardware import AMPERE, AMX, VOLTA, dtype_name
 from optbench.techniques.reduced_precision import TECHNIQUE, reduced_precision
 
 pytestmark = pytest.mark.technique(TECHNIQUE)

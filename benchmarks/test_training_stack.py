@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pytest
 
+from optbench.measuring.training import MIXED_PRECISION, OFF, REORDERED_FP32, stack
 from optbench.techniques.training_stack import TECHNIQUE
-from optbench.training import MIXED_PRECISION, OFF, REORDERED_FP32, stack
 
 pytestmark = pytest.mark.technique(TECHNIQUE)
 

@@ -14,9 +14,9 @@ from dataclasses import replace
 
 import pytest
 
-from optbench.accuracy import TrainingAgreement
+from optbench.measuring.accuracy import TrainingAgreement
+from optbench.measuring.training import OFF
 from optbench.techniques.zero_grad import TECHNIQUE
-from optbench.training import OFF
 
 pytestmark = pytest.mark.technique(TECHNIQUE)
 

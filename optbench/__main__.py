@@ -16,8 +16,7 @@ import tempfile
 import textwrap
 from pathlib import Path
 
-from .aa import aa_markdown, check_aa
-from .advice import (
+from .advise.advice import (
     ORDER_CHECK,
     advice_of,
     advice_page,
@@ -30,20 +29,21 @@ from .advice import (
     run_cases,
     write_atomically,
 )
-from .agreement import Agreement, agreement_markdown
-from .calibration import calibrate, calibration_markdown
-from .changes import RECENT_NIGHTS, alert_markdown, case_changes
-from .components import components_markdown, measure
-from .crossrun import crossrun_markdown, plot_speedups
-from .drift import Drift, drift_markdown
-from .history import HistoryError, Night, add_run, history_table, read_history, series
-from .order import OrderCheckError, check_order, collect, order_markdown, timed_records
-from .outputs import OutputError, writable_folder
-from .own_model import absolute_spec
-from .record import Record, read_records
-from .run_page import PAGE, write_run_page
-from .runs import RunFileError, load_run, run_environment
-from .torch_pair import PairError, check_pair
+from .advise.own_model import absolute_spec
+from .reporting.crossrun import crossrun_markdown, plot_speedups
+from .reporting.run_page import PAGE, write_run_page
+from .storage.history import HistoryError, Night, add_run, history_table, read_history, series
+from .storage.outputs import OutputError, writable_folder
+from .storage.record import Record, read_records
+from .storage.runs import RunFileError, load_run, run_environment
+from .studies.aa import aa_markdown, check_aa
+from .studies.agreement import Agreement, agreement_markdown
+from .studies.calibration import calibrate, calibration_markdown
+from .studies.components import components_markdown, measure
+from .studies.drift import Drift, drift_markdown
+from .studies.order import OrderCheckError, check_order, collect, order_markdown, timed_records
+from .studies.torch_pair import PairError, check_pair
+from .verdict.changes import RECENT_NIGHTS, alert_markdown, case_changes
 
 DEFAULT_HISTORY = Path("optbench-history.jsonl")
 TERMINAL_WIDTH = 120
@@ -235,7 +235,7 @@ def _existing_history(path: Path) -> list[Night]:
 
 
 def _dashboard(arguments: argparse.Namespace) -> int:
-    from .dashboard import write_dashboard  # draws with matplotlib, the `report` extra
+    from .reporting.dashboard import write_dashboard  # draws with matplotlib, the `report` extra
 
     page = write_dashboard(_existing_history(arguments.history), arguments.output, arguments.recent)
     print(f"wrote {page}")

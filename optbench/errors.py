@@ -9,7 +9,7 @@ from __future__ import annotations
 
 
 class WorkerError(Exception):
-    """A worker process (optbench.remote) died, did not answer in time, or failed a request; the message is one
+    """A worker process (optbench.running.remote) died, did not answer in time, or failed a request; the message is one
     line."""
 
 

@@ -19,7 +19,7 @@ Guarded here:
 - `torch._dynamo.exc.TorchDynamoException` and the `torch._dynamo`/`torch._inductor` module prefix: which errors
   are compiler errors.
 - `torch.autograd.profiler.profile.kineto_results`: the allocator's allocation and free events, for CPU peak
-  memory (optbench.memory). The public profiler reports memory per op, not the events in time order.
+  memory (optbench.measuring.memory). The public profiler reports memory per op, not the events in time order.
 - `torch._inductor.cudagraph_trees.get_manager`: whether inductor recorded CUDA graphs in this case, whose
   replays allocate nothing. No public API.
 - `torch._inductor.list_mode_options`: which compile modes turn on CUDA graphs (torch.compile's docstring
@@ -32,7 +32,7 @@ Guarded here:
 - `torch._C._set_deterministic_algorithms`: the deterministic-kernels flag without the inductor import that
   `torch.use_deterministic_algorithms` makes to set inductor's own flag (`use_deterministic_algorithms`).
 - `DataLoader._iterator._shutdown_workers`: a DataLoader's persistent workers stopped when the harness is done with
-  it. No public API stops them; left to the garbage collector they can take 5 s each (optbench.training).
+  it. No public API stops them; left to the garbage collector they can take 5 s each (optbench.measuring.training).
 - pytest-benchmark's `BenchmarkFixture._timer` / `_disable_gc`: the timer and gc setting it times with, which
   `--benchmark-timer`, `--benchmark-disable-gc` or a test's benchmark mark chose.
 - pytest-benchmark's `config._benchmarksession`: its session, whose JSON and saved-run paths an xdist worker
@@ -42,7 +42,7 @@ Guarded here:
   other modules import it from here. (The recipe file that `advise` writes imports it itself: it is
   standalone, without optbench.)
 - `torch.utils._python_dispatch.TorchDispatchMode`: seeing which ATen operations ran, below autocast and
-  autograd (optbench.in_effect). Documented in torch's extension notes, but only under its private module.
+  autograd (optbench.measuring.in_effect). Documented in torch's extension notes, but only under its private module.
 
 The dynamo counters and the profiler event fail silently when renamed (a
 counter key reads 0, no event matches), so they are checked against a

@@ -17,9 +17,9 @@ from typing import Any, TypeVar
 
 import pytest
 
-from .allocator import ALLOCATORS
 from .profiles import MIN_ROUNDS_FLOOR, PROFILES
-from .progress import MODES
+from .reporting.progress import MODES
+from .running.allocator import ALLOCATORS
 
 _DEFAULTS = pytest.StashKey[dict[str, Any]]()
 """Where optbench was started by a test (`activate`): the values of its options, which were never registered."""
@@ -111,7 +111,7 @@ def add_options(parser: pytest.Parser) -> None:
         type=_positive_fraction,
         default=0.02,
         help="share of runs of unchanged code allowed to fail on speed, split over the cases with history "
-        "(optbench.regression). Default 0.02: one run in 50.",
+        "(optbench.verdict.regression). Default 0.02: one run in 50.",
     )
     group.addoption(
         "--min-effect",
@@ -138,7 +138,7 @@ def add_options(parser: pytest.Parser) -> None:
         choices=("process", "none"),
         default="process",
         help="process (default): measure each case in a process of its own, forked from one that has only "
-        "imported the suite, so its numbers do not depend on the cases that ran before (optbench.isolation); "
+        "imported the suite, so its numbers do not depend on the cases that ran before (optbench.running.isolation); "
         "none: measure in this process (for --pdb and debugging; speedups then follow the run's history).",
     )
     group.addoption(
@@ -237,9 +237,10 @@ def add_options(parser: pytest.Parser) -> None:
         default=None,
         metavar="K",
         help="time each case in K fresh processes, its rounds divided among them, and give the interval across "
-        "them (t on K-1 degrees of freedom; optbench.processes): one that holds for the next run, which draws its "
-        "own process. The processes of different cases are interleaved across the run (optbench.interleave); "
-        "accuracy and memory are checked once, in the last. Default: the profile's (1 in both).",
+        "them (t on K-1 degrees of freedom; optbench.running.processes): one that holds for the next run, which "
+        "draws its own process. The processes of different cases are interleaved across the run "
+        "(optbench.running.interleave); accuracy and memory are checked once, in the last. Default: the "
+        "profile's (1 in both).",
     )
     group.addoption(
         "--model",

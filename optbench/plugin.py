@@ -18,20 +18,14 @@ from typing import Any
 import pytest
 import torch
 
-from .allocator import Allocator, AllocatorNotFound, allocator_environment, detect_allocator, started_with
-from .baselines import BaselineError, BaselineStore
-from .confirmation import confirm_in_fresh_process, independent_in_fresh_process
-from .environment import current_commit, environment_key, fingerprint
-from .faults import forget_frames, release_memory
-from .forks import CaseForks
-from .gate import GateSettings
-from .isolation import Outcome
+from .advise.own_model import SpecError, load_training, load_workload
+from .advise.recipe import load_recipe
+from .measuring.faults import forget_frames, release_memory
+from .measuring.training import TrainingWorkload
+from .measuring.workload import InferenceWorkload
 from .options import HELPER_ROLES, add_options, option, use_defaults
-from .outputs import OutputError, writable_folder
-from .own_model import SpecError, load_training, load_workload
-from .processes import read_earlier
 from .profiles import PROFILES, SMOKE_MARKER_HELP, Profile, outside_smoke_subset
-from .progress import (
+from .reporting.progress import (
     PHASE_FILE,
     WORKER_PHASES,
     PhaseFile,
@@ -41,21 +35,34 @@ from .progress import (
     is_case,
     progress_mode,
 )
-from .recipe import load_recipe
-from .recommendation import recommendation_markdown
-from .record import RECORD_KEY, RECORDS_FILE, Record
-from .regression import pooled_variance
-from .report import summary
-from .run_page import PAGE, write_run_page
-from .runner import CaseRunner, RunSettings
+from .reporting.recommendation import recommendation_markdown
+from .reporting.report import summary
+from .reporting.run_page import PAGE, write_run_page
+from .reporting.terminal import SummarizedRun, write_summary
+from .running.allocator import Allocator, AllocatorNotFound, allocator_environment, detect_allocator, started_with
+from .running.confirmation import confirm_in_fresh_process, independent_in_fresh_process
+from .running.forks import CaseForks
+from .running.isolation import Outcome
+from .running.processes import read_earlier
+from .running.runner import CaseRunner, RunSettings
+from .running.workers import (
+    WORKER_RUN_KEY,
+    merge_worker_runs,
+    threads_per_worker,
+    time_on_own_gpu,
+    worker_device,
+    xdist_worker,
+)
+from .storage.baselines import BaselineError, BaselineStore
+from .storage.environment import current_commit, environment_key, fingerprint
+from .storage.outputs import OutputError, writable_folder
+from .storage.record import RECORD_KEY, RECORDS_FILE, Record
 from .techniques import Technique
-from .terminal import SummarizedRun, write_summary
-from .training import TrainingWorkload
-from .workers import WORKER_RUN_KEY, merge_worker_runs, threads_per_worker, time_on_own_gpu, worker_device, xdist_worker
-from .workload import InferenceWorkload
+from .verdict.gate import GateSettings
+from .verdict.regression import pooled_variance
 
 # What every case's fresh process would otherwise import for itself: the case's interval needs scipy.special
-# (optbench.stats imports it at first use, so a pytest process that times nothing does not pay for it). Not
+# (optbench.verdict.stats imports it at first use, so a pytest process that times nothing does not pay for it). Not
 # torch._dynamo (1.8 s, 2-core AMD EPYC): only a case that compiles needs it, and torchvision, which the
 # catalogue's models preload, imports it anyway.
 ZYGOTE_PRELOAD = ("scipy.special",)
@@ -99,7 +106,7 @@ class OptbenchSession:
         # Before any per-worker throttling: part of the environment key.
         self.threads = option(config, "optbench_key_threads") or torch.get_num_threads()
         self.isolated = option(config, "optbench_isolated")
-        """This process is one case's own (optbench.isolation): it writes the case's outcome for its parent."""
+        """This process is one case's own (optbench.running.isolation): it writes the case's outcome for its parent."""
         self.is_controller = xdist_worker() is None and option(config, "dist", "no") != "no"
         """An xdist controller: it measures nothing, so it stays off the GPUs (no CUDA context)."""
         self.worker_phases: Path | None = None
@@ -219,7 +226,7 @@ class OptbenchSession:
     def _allocator(self) -> tuple[Allocator, dict[str, str]]:
         """The allocator the cases are measured with, and the environment that starts their processes with it.
 
-        Without --allocator, the system's (glibc with its thresholds fixed: optbench.allocator.GLIBC_THRESHOLDS)
+        Without --allocator, the system's (glibc with its thresholds fixed: optbench.running.allocator.GLIBC_THRESHOLDS)
         unless this process preloads another; a run that measures in its own process (--isolation none) keeps
         whatever it started with, and its environment key says so.
         """
@@ -422,7 +429,7 @@ class OptbenchSession:
             write_summary(terminalreporter, self.config, run)
 
     def _write_page(self) -> None:
-        """The run's page (optbench.run_page), or one line on why it could not be drawn."""
+        """The run's page (optbench.reporting.run_page), or one line on why it could not be drawn."""
         first = self.records[0]
         environment = {
             "environment key": first.environment_key,
@@ -585,7 +592,7 @@ def count_gated(config: pytest.Config, items: Sequence[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def own_recipe(pytestconfig: pytest.Config) -> ModuleType:
-    """The recipe file given with --recipe, imported (optbench.recipe)."""
+    """The recipe file given with --recipe, imported (optbench.advise.recipe)."""
     recipe = pytestconfig.stash[_SESSION].own_recipe
     if recipe is None:
         pytest.skip("measures a recipe: give --recipe PATH with --model/--inputs or --train (as advise does)")

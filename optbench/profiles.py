@@ -31,8 +31,9 @@ class Profile:
     """Seconds a case's first calls (torch.compile) and accuracy and memory checks are assumed to take when
     estimating a run's length; not a limit."""
     processes: int = 1
-    """Fresh processes each case is timed in, its rounds and timed budget divided among them (optbench.processes),
-    and interleaved across the run (optbench.interleave). 1 in both profiles: on the 2-core Xeon three processes
+    """Fresh processes each case is timed in, its rounds and timed budget divided among them
+    (optbench.running.processes),
+    and interleaved across the run (optbench.running.interleave). 1 in both profiles: on the 2-core Xeon three processes
     made intervals that hold for the next run (an A/A of the catalogue: 4 of 50 cases differed, against 18 of 48
     with one), but each process past the first adds its fork, first calls and warm-up, 1.45x a case's time
     (docs/methodology.md, "Several processes per case"), past the 1.25x issue 34 allows smoke; a nightly's cost on a

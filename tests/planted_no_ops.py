@@ -20,7 +20,7 @@ import pytest
 import torch
 from torch import nn
 
-from optbench.workload import InferenceWorkload
+from optbench.measuring.workload import InferenceWorkload
 
 
 class NoAutocast(contextlib.nullcontext):

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from optbench.accuracy import Check
-from optbench.record import AccuracySummary, Record, TimeSummary, Timing, Variants, VerdictSummary
-from optbench.stats import Interval
+from optbench.measuring.accuracy import Check
+from optbench.storage.record import AccuracySummary, Record, TimeSummary, Timing, Variants, VerdictSummary
+from optbench.verdict.stats import Interval
 
 CPU_KEY = "cpu-amd-epyc-family-25-model-1-avx2-t2-torch2.14"
 CLOSE = Check("cosine", 0.9999, 0.99, lower_is_better=False)

@@ -8,9 +8,9 @@ import pytest
 from scipy import stats
 
 from optbench.__main__ import main
-from optbench.aa import AaCheck, CaseLevels, aa_markdown, case_levels, difference
-from optbench.processes import across_processes
-from optbench.stats import Interval
+from optbench.running.processes import across_processes
+from optbench.studies.aa import AaCheck, CaseLevels, aa_markdown, case_levels, difference
+from optbench.verdict.stats import Interval
 from tests.records import make_record
 
 
@@ -68,7 +68,8 @@ def test_the_table_says_which_cases_differ_and_how_many_with_their_binomial_inte
 
 
 def test_the_aa_command_runs_the_selection_twice_with_its_options_and_writes_the_table(tmp_path, monkeypatch):
-    """The command's wiring: each run a pytest process of its own (optbench.order's, tested there) on the same node
+    """The command's wiring: each run a pytest process of its own (optbench.studies.order's, tested there) on the
+    same node
     ids, with the options after --, recording into its own folder of --workdir."""
     runs = []
 
@@ -76,8 +77,10 @@ def test_the_aa_command_runs_the_selection_twice_with_its_options_and_writes_the
         runs.append((list(nodes), results.name, list(options)))
         return {"smoke:b.py::test_x[a]": make_record(speedup=(1.2, 1.1, 1.3))}
 
-    monkeypatch.setattr("optbench.aa.collect", lambda root, tests, expression, options: [f"{tests}::{expression}"])
-    monkeypatch.setattr("optbench.aa.timed_records", timed)
+    monkeypatch.setattr(
+        "optbench.studies.aa.collect", lambda root, tests, expression, options: [f"{tests}::{expression}"]
+    )
+    monkeypatch.setattr("optbench.studies.aa.timed_records", timed)
     output = tmp_path / "aa.md"
     arguments = ["aa", "--tests", "t.py", "-k", "x", "--workdir", str(tmp_path), "--output", str(output)]
     assert main([*arguments, "--", "--processes", "3"]) == 0
@@ -86,8 +89,8 @@ def test_the_aa_command_runs_the_selection_twice_with_its_options_and_writes_the
 
 
 def test_a_selection_timed_in_neither_run_is_a_one_line_error(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr("optbench.aa.collect", lambda root, tests, expression, options: ["t.py::x"])
-    monkeypatch.setattr("optbench.aa.timed_records", lambda root, nodes, results, options: {})
+    monkeypatch.setattr("optbench.studies.aa.collect", lambda root, tests, expression, options: ["t.py::x"])
+    monkeypatch.setattr("optbench.studies.aa.timed_records", lambda root, nodes, results, options: {})
     assert main(["aa", "--output", str(tmp_path / "aa.md")]) == 2
     assert capsys.readouterr().err.strip() == "error: no case was timed in both runs; check the -k expression"
     assert not (tmp_path / "aa.md").exists()
@@ -122,5 +125,5 @@ def test_the_check_gives_the_levels_only_where_both_runs_had_several_processes()
     three = replace(one, processes=exact(0.1, 0.12, 0.14))
     assert "levels over" not in aa_markdown(AaCheck({one.case: one}, {one.case: three}, wall_s=60.0))
     table = aa_markdown(AaCheck({one.case: three}, {one.case: three}, wall_s=60.0))
-    assert "levels over 1 cases (medians; optbench.aa): within a process 0.0%, between processes 2.0%" in table
+    assert "levels over 1 cases (medians; optbench.studies.aa): within a process 0.0%, between processes 2.0%" in table
     assert "| 3 | " in table and "with 4 earlier runs" in table

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from fixtures.models import inference_workload
-from optbench.accuracy import (
+from optbench.measuring.accuracy import (
     Check,
     Close,
     Exact,

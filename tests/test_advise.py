@@ -14,15 +14,15 @@ import torch
 from torch import nn
 
 from optbench import TrainingSetup
-from optbench.accuracy import Close, ReducedPrecision
-from optbench.advice import Advice, advice_of, choose_recipe, end_to_end_text, order_note, technique_label
-from optbench.hardware import dtype_name
-from optbench.in_effect import InEffect
-from optbench.own_model import load_training
-from optbench.recipe import Recipe, TrainingRecipe, load_recipe
-from optbench.record import AccuracySummary, Record, Variants, VerdictSummary
-from optbench.stats import Interval
-from optbench.training import Tricks, recipe_tricks
+from optbench.advise.advice import Advice, advice_of, choose_recipe, end_to_end_text, order_note, technique_label
+from optbench.advise.own_model import load_training
+from optbench.advise.recipe import Recipe, TrainingRecipe, load_recipe
+from optbench.measuring.accuracy import Close, ReducedPrecision
+from optbench.measuring.hardware import dtype_name
+from optbench.measuring.in_effect import InEffect
+from optbench.measuring.training import Tricks, recipe_tricks
+from optbench.storage.record import AccuracySummary, Record, Variants, VerdictSummary
+from optbench.verdict.stats import Interval
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "examples"))
@@ -350,8 +350,8 @@ def test_a_recipe_with_nothing_marked_use_has_no_end_to_end_measurement():
 
 
 def test_the_recipe_case_proves_its_autograd_mode_and_switches_are_in_effect(tmp_path):
+    from optbench.measuring.workload import InferenceWorkload
     from optbench.techniques.recipe import recipe as recipe_case
-    from optbench.workload import InferenceWorkload
 
     recipe = write_recipe(tmp_path, Recipe(autograd="inference_mode", fp32_precision=(("mkldnn.matmul", "bf16"),)))
     model = torch.nn.Sequential(torch.nn.Linear(8, 8)).eval()

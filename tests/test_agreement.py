@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from optbench.agreement import Agreement, agreement_markdown, independent_ratios
-from optbench.record import read_records
+from optbench.storage.record import read_records
+from optbench.studies.agreement import Agreement, agreement_markdown, independent_ratios
 from tests.records import make_record
 from tests.synthetic import HALF_THE_WORK
 
@@ -57,13 +57,13 @@ def test_the_independent_timer_sees_a_known_ratio():
 QUICK_INDEPENDENT_TIMER = """
 import functools
 
-import optbench.runner
-from optbench.agreement import independent_ratios
+import optbench.running.runner
+from optbench.studies.agreement import independent_ratios
 
 pytest_plugins = ["optbench.plugin"]
 # Three pairs of 0.1 s blocks, not the five of 1 s a real case gets: enough to tell 3x from 1x or 1/3x. A conftest,
 # so the fresh process the independent timer runs in is patched too.
-optbench.runner.independent_ratios = functools.partial(independent_ratios, repetitions=3, min_run_time=0.1)
+optbench.running.runner.independent_ratios = functools.partial(independent_ratios, repetitions=3, min_run_time=0.1)
 """
 
 

@@ -17,7 +17,10 @@ import torch
 
 from benchmarks.test_allocator import in_effect
 from fixtures.models import WORKER_BUILDER, inference_workload
-from optbench.allocator import (
+from optbench.errors import WorkerError
+from optbench.measuring.case import Observed
+from optbench.measuring.compilation import CompileActivity
+from optbench.running.allocator import (
     GLIBC_THRESHOLDS,
     Allocator,
     AllocatorNotFound,
@@ -26,17 +29,14 @@ from optbench.allocator import (
     find_library,
     started_with,
 )
-from optbench.case import Observed
-from optbench.compilation import CompileActivity
-from optbench.environment import environment_key, torch_minor
-from optbench.errors import WorkerError
-from optbench.record import Record, read_records
-from optbench.remote import RemoteWorkload, WorkerSpec
+from optbench.running.remote import RemoteWorkload, WorkerSpec
+from optbench.storage.environment import environment_key, torch_minor
+from optbench.storage.record import Record, read_records
 from tests.records import make_record
 from tests.synthetic import HALF_THE_WORK
 
 ROOT = Path(__file__).resolve().parents[1]
-DETECT = "from optbench.allocator import detect_allocator; print(detect_allocator().label)"
+DETECT = "from optbench.running.allocator import detect_allocator; print(detect_allocator().label)"
 CPU = torch.device("cpu")
 
 

@@ -3,8 +3,8 @@ import multiprocessing
 
 import pytest
 
-from optbench import baselines
-from optbench.baselines import KEEP, BaselineError, BaselineStore, Recording, read_baseline_file
+from optbench.storage import baselines
+from optbench.storage.baselines import KEEP, BaselineError, BaselineStore, Recording, read_baseline_file
 
 KEY = "cpu-test-avx2-t2-torch2.14"
 ACCURACY = {"metric": "cosine", "value": 0.999}

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from synthetic import HALF_THE_WORK
 
-from optbench import calibration
-from optbench.calibration import RunResult, calibrate, calibration_markdown
+from optbench.studies import calibration
+from optbench.studies.calibration import RunResult, calibrate, calibration_markdown
 
 
 @pytest.mark.timed

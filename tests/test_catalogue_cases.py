@@ -8,8 +8,8 @@ from torch import nn
 
 import benchmarks.test_cudnn_benchmark as cudnn_benchmark
 import benchmarks.test_load_model_stack as load_model_stack
+from optbench.measuring.workload import InferenceWorkload
 from optbench.techniques.load_model_stack import CUDNN_BENCHMARK_UNUSED
-from optbench.workload import InferenceWorkload
 
 
 class KeepCases:

@@ -11,8 +11,8 @@ from fixtures.causal_lm import (
     local_checkpoint,
     random_qwen2,
 )
-from optbench.accuracy import TokenAgreement
-from optbench.clock import DeviceClock
+from optbench.measuring.accuracy import TokenAgreement
+from optbench.measuring.clock import DeviceClock
 
 CPU = torch.device("cpu")
 

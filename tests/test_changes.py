@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 
 from optbench.__main__ import main
-from optbench.changes import Change, alert_markdown, case_changes
-from optbench.history import read_history, series
+from optbench.storage.history import read_history, series
+from optbench.verdict.changes import Change, alert_markdown, case_changes
 
 REAL = series(read_history(Path(__file__).parent / "data" / "epyc-bf16-unchanged-nights.jsonl"))
 """15 unchanged smoke runs (10 recordings, 5 gated runs) of six cases, in separate processes."""
 QUIET = [case for case in REAL if not any(noisy in case for noisy in ("training_stack", "zero_grad"))]
-"""Cases whose speedup moves 1-3% between runs; the other two move 7% and 20%, see optbench.changes."""
+"""Cases whose speedup moves 1-3% between runs; the other two move 7% and 20%, see optbench.verdict.changes."""
 NIGHTS = 90
 SEEDS = range(10)
 
@@ -151,7 +151,7 @@ def test_the_alert_lists_confirmed_changes_then_watch_items_of_the_recent_nights
 
 
 def test_the_noise_scale_is_the_mad_of_successive_differences_scaled_to_a_standard_deviation():
-    from optbench.changes import noise_scale
+    from optbench.verdict.changes import noise_scale
 
     # Differences 1, 2, 3, 4: median 2.5, absolute deviations 1.5, 0.5, 0.5, 1.5, their median 1.
     assert noise_scale(np.array([0.0, 1.0, 3.0, 6.0, 10.0])) == pytest.approx(1 / (0.6745 * np.sqrt(2)))
@@ -186,7 +186,7 @@ def test_a_change_is_confirmed_by_welch_s_test_not_student_s():
 
 
 def test_a_series_shorter_than_two_minimum_segments_has_no_change_and_one_of_that_length_can():
-    from optbench.changes import MIN_NIGHTS
+    from optbench.verdict.changes import MIN_NIGHTS
 
     step = [1.0] * MIN_NIGHTS + [0.5] * MIN_NIGHTS
     nights = [replace(REAL[QUIET[0]][0], run=f"n{i}", speedup=s * (1 + 0.001 * (i % 2))) for i, s in enumerate(step)]

@@ -2,7 +2,7 @@
 
 import pytest
 
-from optbench.record import read_records
+from optbench.storage.record import read_records
 
 CONFTEST = 'pytest_plugins = ["optbench.plugin"]\n'
 

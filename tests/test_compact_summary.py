@@ -18,13 +18,13 @@ from pathlib import Path
 import pytest
 from synthetic import HALF_THE_WORK
 
-from optbench.compact import benchmark_columns, compact_summary, fitted_table, note_kind, prose, shortened
-from optbench.recommendation import recommendation_markdown
-from optbench.record import Record, VerdictSummary
-from optbench.regression import Decision
-from optbench.report import CHANGE_HEADERS, changes_rows
-from optbench.significance import ComparisonSettings
-from optbench.stats import Interval
+from optbench.reporting.compact import benchmark_columns, compact_summary, fitted_table, note_kind, prose, shortened
+from optbench.reporting.recommendation import recommendation_markdown
+from optbench.reporting.report import CHANGE_HEADERS, changes_rows
+from optbench.storage.record import Record, VerdictSummary
+from optbench.verdict.regression import Decision
+from optbench.verdict.significance import ComparisonSettings
+from optbench.verdict.stats import Interval
 
 RUN = Path(__file__).parent / "data" / "smoke-run-b78738c.jsonl.gz"
 ESCAPES = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")

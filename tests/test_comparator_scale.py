@@ -18,7 +18,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from optbench.accuracy import (
+from optbench.measuring.accuracy import (
     Close,
     Comparator,
     Exact,

@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 from synthetic import HALF_THE_WORK, run_study
 
-from optbench.components import Components, Moments, components_markdown, moments
-from optbench.measurement import RoundPlan
+from optbench.measuring.measurement import RoundPlan
 from optbench.profiles import MIN_ROUNDS_FLOOR, MOST_ROUNDS
-from optbench.record import TimeSummary, Timing
-from optbench.stats import Interval, t_quantile
+from optbench.storage.record import TimeSummary, Timing
+from optbench.studies.components import Components, Moments, components_markdown, moments
+from optbench.verdict.stats import Interval, t_quantile
 from tests.records import make_record
 
 TRUTH = {"tau_process2": 0.05**2, "tau_session2": 0.02**2}

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from optbench.contention import BUSY_CPUS, Contention, CpuTimes
+from optbench.measuring.contention import BUSY_CPUS, Contention, CpuTimes
 
 BUSY_LOOP = "import sys, time\nend = time.time() + float(sys.argv[1])\nwhile time.time() < end:\n    pass\n"
 

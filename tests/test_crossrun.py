@@ -5,11 +5,11 @@ import numpy as np
 import pytest
 
 from optbench.__main__ import main
-from optbench.accuracy import Check
-from optbench.crossrun import accuracy_move, compile_move, environment_warning
-from optbench.record import AccuracySummary, CompileSummary
-from optbench.runs import load_run
-from optbench.significance import ComparisonSettings, compare_records
+from optbench.measuring.accuracy import Check
+from optbench.reporting.crossrun import accuracy_move, compile_move, environment_warning
+from optbench.storage.record import AccuracySummary, CompileSummary
+from optbench.storage.runs import load_run
+from optbench.verdict.significance import ComparisonSettings, compare_records
 from tests.records import make_record
 
 SETTINGS = ComparisonSettings(pooled_variance=0.02**2, cases=10)
@@ -186,8 +186,8 @@ def test_the_report_numbers_its_runs_names_cases_in_one_run_only_and_warns_acros
     a compile time exactly at its 1.5x bound and a missing accuracy on one side move nothing."""
     from pathlib import Path
 
-    from optbench.crossrun import crossrun_markdown
-    from optbench.runs import Run
+    from optbench.reporting.crossrun import crossrun_markdown
+    from optbench.storage.runs import Run
 
     shared = record("smoke:b::test_same", 1.5, "cpu-a", 3)
     compiled = with_compile(record("smoke:b::test_compiled", 1.3, "cpu-a", 4), 2.0)

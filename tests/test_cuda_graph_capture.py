@@ -7,8 +7,8 @@ import pytest
 import torch
 from torch import nn
 
+from optbench.measuring.workload import InferenceWorkload
 from optbench.techniques.cuda_graphs import WARMUP_CALLS, GraphedForward, graphed
-from optbench.workload import InferenceWorkload
 
 
 class FakeStream:

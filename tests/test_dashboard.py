@@ -10,7 +10,7 @@ import pytest
 from test_changes import NIGHTS, QUIET, REAL, history
 
 from optbench.__main__ import main
-from optbench.dashboard import write_dashboard
+from optbench.reporting.dashboard import write_dashboard
 
 BROWSER = shutil.which("chromium-headless-shell")
 

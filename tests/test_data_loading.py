@@ -10,8 +10,8 @@ from torchvision.io import decode_jpeg
 
 from fixtures.data import EncodedImages, SeededSampler, encoded_split
 from fixtures.training import PatchMLP, TrainingSpec, training_workload
-from optbench.accuracy import SameBatches
-from optbench.training import FirstBatches, Loading, TrainingSetup, TrainingWorkload, Tricks, with_loading
+from optbench.measuring.accuracy import SameBatches
+from optbench.measuring.training import FirstBatches, Loading, TrainingSetup, TrainingWorkload, Tricks, with_loading
 
 SPEC = TrainingSpec(lambda: PatchMLP(8, 1), 4, 3, 1, 0, steps_per_call=3, encoded_side=48)
 IN_PROCESS = Tricks(loading=Loading())
@@ -83,14 +83,14 @@ def test_workers_are_seen_loading_and_a_loader_that_ignores_them_is_not_in_effec
     def in_process(data, loading, *, pin_memory):
         return with_loading(data, Loading(), pin_memory=pin_memory)
 
-    monkeypatch.setattr("optbench.training.with_loading", in_process)
+    monkeypatch.setattr("optbench.measuring.training.with_loading", in_process)
     idle = loading_case(jpeg_workload(), loading)
     observed = [observer(idle) for observer in idle.in_effect]
     assert [s.in_effect for s in observed] == [False, True], [s.text() for s in observed]
 
 
 def test_closing_a_case_stops_its_workers_at_once():
-    """Not left to the garbage collector, which took 5 s a worker (optbench.training.Trainer.close)."""
+    """Not left to the garbage collector, which took 5 s a worker (optbench.measuring.training.Trainer.close)."""
     before = set(multiprocessing.active_children())
     case = loading_case(jpeg_workload(), Loading(2, persistent_workers=True))
     case.optimized_output()
@@ -106,7 +106,7 @@ def test_persistent_workers_that_restart_each_epoch_are_not_in_effect(monkeypatc
     def restarting(data, loading, *, pin_memory):
         return with_loading(data, replace(loading, persistent_workers=False), pin_memory=pin_memory)
 
-    monkeypatch.setattr("optbench.training.with_loading", restarting)
+    monkeypatch.setattr("optbench.measuring.training.with_loading", restarting)
     case = loading_case(jpeg_workload(), Loading(2, persistent_workers=True))
     seen = case.in_effect[0](case)
     assert not seen.in_effect and "new ones in the second" in seen.evidence

@@ -12,8 +12,8 @@ from torch.nn.parallel import DistributedDataParallel
 
 from fixtures.data import synthetic_split
 from fixtures.training import SPECS, PatchMLP, TrainingSpec, built_in_workload, data_split, training_workload
-from optbench.case import Observed
-from optbench.distributed import RankError, Ranks
+from optbench.measuring.case import Observed
+from optbench.running.distributed import RankError, Ranks
 from optbench.techniques.ddp import DdpProgram, DdpSettings, ddp_case, shard, shard_misfit, spawned_program
 from tests.processes import assert_cleaned_up, child_pids
 

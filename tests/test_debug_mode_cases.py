@@ -8,8 +8,8 @@ import torch
 
 from fixtures.data import synthetic_split
 from fixtures.training import PatchMLP, TrainingSpec, training_workload
-from optbench.accuracy import TrainingAgreement
-from optbench.training import OFF, REORDERED_FP32, Tricks
+from optbench.measuring.accuracy import TrainingAgreement
+from optbench.measuring.training import OFF, REORDERED_FP32, Tricks
 
 SPEC = TrainingSpec(lambda: PatchMLP(8, 2), 4, 4, 1, 16)
 # Four steps of a tiny model learn nothing: agreement with the reference is what is checked here.

@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from optbench.distributed import RankError, Ranks, world_size_misfit
+from optbench.running.distributed import RankError, Ranks, world_size_misfit
 from tests.processes import assert_cleaned_up, child_pids
 
 IDENTIFY = 100
@@ -177,7 +177,7 @@ def test_a_second_group_after_the_first():
 KILLED_RANK_0 = """
 import os, signal, sys, time
 import torch, torch.distributed as dist
-from optbench.distributed import Ranks
+from optbench.running.distributed import Ranks
 
 class Pids:
     def __init__(self, rank):

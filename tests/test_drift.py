@@ -1,4 +1,4 @@
-"""Drift with time alone: a case's sessions of timed rounds, back to back in one process (optbench.drift)."""
+"""Drift with time alone: a case's sessions of timed rounds, back to back in one process (optbench.studies.drift)."""
 
 import math
 from dataclasses import replace
@@ -8,8 +8,8 @@ from records import make_record
 from synthetic import HALF_THE_WORK
 
 from optbench.__main__ import main
-from optbench.drift import Drift, drift_markdown
-from optbench.stats import Interval
+from optbench.studies.drift import Drift, drift_markdown
+from optbench.verdict.stats import Interval
 
 
 def sessions(*points, half_width=0.01):

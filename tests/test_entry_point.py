@@ -25,7 +25,7 @@ import torch
 from torch import nn
 
 from optbench import Close
-from optbench.workload import InferenceWorkload
+from optbench.measuring.workload import InferenceWorkload
 
 
 def test_my_model_compiled(optbench):

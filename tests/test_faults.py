@@ -4,11 +4,11 @@ import pytest
 import torch
 
 from optbench import Case, Exact
-from optbench.baselines import BaselineStore
-from optbench.gate import GateSettings
 from optbench.profiles import PROFILES
-from optbench.record import read_records
-from optbench.runner import CaseRunner, RunSettings
+from optbench.running.runner import CaseRunner, RunSettings
+from optbench.storage.baselines import BaselineStore
+from optbench.storage.record import read_records
+from optbench.verdict.gate import GateSettings
 
 CONFTEST = 'pytest_plugins = ["optbench.plugin"]\n'
 

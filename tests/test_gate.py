@@ -1,9 +1,9 @@
 """The verdict: accuracy and compile checks everywhere, speed against history, floors only where they apply."""
 
-from optbench.accuracy import Accuracy, Check
-from optbench.baselines import Baseline, Recording
-from optbench.gate import Floor, GateSettings, judge
-from optbench.stats import Interval
+from optbench.measuring.accuracy import Accuracy, Check
+from optbench.storage.baselines import Baseline, Recording
+from optbench.verdict.gate import Floor, GateSettings, judge
+from optbench.verdict.stats import Interval
 
 GOOD = Accuracy((Check("cosine", 0.999, 0.99, lower_is_better=False),))
 HISTORY = Baseline(
@@ -190,8 +190,8 @@ def test_an_interval_touching_the_floor_or_the_ceiling_is_not_beyond_it():
 
 def test_a_memory_case_keeps_the_other_failures_and_notes_and_is_judged_on_its_latest_speed():
     """Its memory verdict adds to the verdict's lines; its time bound reads the last measurement, not the first."""
-    from optbench.gate import MemoryClaim
-    from optbench.memory_payoff import MemoryPayoff
+    from optbench.measuring.memory_payoff import MemoryPayoff
+    from optbench.verdict.gate import MemoryClaim
 
     bad = Accuracy((Check("cosine", 0.95, 0.99, lower_is_better=False),))
     claim = MemoryClaim(MemoryPayoff(floor=2.0, max_slowdown=1.5), Interval(1.5, 1.4, 1.6))
@@ -212,8 +212,8 @@ def test_an_untimed_run_says_speed_was_not_gated():
 
 
 def test_an_untimed_memory_case_is_judged_on_its_memory_alone():
-    from optbench.gate import MemoryClaim
-    from optbench.memory_payoff import MemoryPayoff
+    from optbench.measuring.memory_payoff import MemoryPayoff
+    from optbench.verdict.gate import MemoryClaim
 
     claim = MemoryClaim(MemoryPayoff(floor=2.0, max_slowdown=1.5), Interval(3.0, 2.9, 3.1))
     result = judge([], GOOD, NOWHERE, None, HISTORY, SETTINGS, memory=claim)
@@ -254,8 +254,8 @@ def test_the_unstable_bound_is_a_bound_and_a_stable_rerun_is_judged_alone():
 
 
 def test_an_unstable_measurement_bounds_no_memory_case_s_time():
-    from optbench.gate import MemoryClaim
-    from optbench.memory_payoff import MemoryPayoff
+    from optbench.measuring.memory_payoff import MemoryPayoff
+    from optbench.verdict.gate import MemoryClaim
 
     claim = MemoryClaim(MemoryPayoff(floor=2.0, max_slowdown=1.5), Interval(3.0, 2.9, 3.1))
     slow_and_unstable = Interval(0.3, 0.05, 0.55)
@@ -270,7 +270,7 @@ def test_a_burst_of_stalled_rounds_is_judged_unstable_not_fast_or_slow():
     the interval spans 20x and the gate withholds a speed verdict. Four stalled rounds are trimmed and judged."""
     import numpy as np
 
-    from optbench.stats import speedup
+    from optbench.verdict.stats import speedup
 
     rng = np.random.default_rng(0)
     reference = 0.05 * np.exp(rng.normal(0, 0.02, 24))

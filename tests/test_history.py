@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from optbench.__main__ import main
-from optbench.history import HistoryError, add_run, read_history
-from optbench.runs import load_run
+from optbench.storage.history import HistoryError, add_run, read_history
+from optbench.storage.runs import load_run
 
 RUN = Path(__file__).parent / "data" / "epyc-bf16-run.json"
 """A real smoke run of six cases on the 2-core AVX512-BF16 EPYC, its sample arrays dropped."""

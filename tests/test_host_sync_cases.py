@@ -8,9 +8,9 @@ import torch
 
 from fixtures.data import synthetic_split
 from fixtures.training import PatchMLP, TrainingSpec, training_workload
-from optbench.accuracy import TrainingAgreement
-from optbench.in_effect import HOST_TO_DEVICE_COPIES, HostTraffic
-from optbench.training import Trainer, Tricks
+from optbench.measuring.accuracy import TrainingAgreement
+from optbench.measuring.in_effect import HOST_TO_DEVICE_COPIES, HostTraffic
+from optbench.measuring.training import Trainer, Tricks
 
 SPEC = TrainingSpec(lambda: PatchMLP(8, 2), 4, 8, 1, 16, steps_per_call=2)
 BITWISE = TrainingAgreement(loss_tolerance=0, min_accuracy=None)

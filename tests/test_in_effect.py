@@ -17,9 +17,8 @@ import torch
 from torch import nn
 
 from optbench import Case, Exact, internals
-from optbench.accuracy import Accuracy, Check, TrainingOutcome
-from optbench.gate import Floor, GateSettings, judge
-from optbench.in_effect import (
+from optbench.measuring.accuracy import Accuracy, Check, TrainingOutcome
+from optbench.measuring.in_effect import (
     Autocast,
     AutogradMode,
     ChangesNumbers,
@@ -30,8 +29,9 @@ from optbench.in_effect import (
     PinnedCopies,
     SettingInside,
 )
-from optbench.record import read_records
-from optbench.switches import settings, under
+from optbench.measuring.switches import settings, under
+from optbench.storage.record import read_records
+from optbench.verdict.gate import Floor, GateSettings, judge
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -314,7 +314,7 @@ def test_accuracy_goes_unchecked_only_where_the_optimization_is_not_in_effect():
 NOT_IN_EFFECT = """
 import torch
 from optbench import Case, Exact
-from optbench.in_effect import InEffect
+from optbench.measuring.in_effect import InEffect
 
 
 def test_a_no_op(optbench):

@@ -1,7 +1,7 @@
 import torch
 
 from fixtures.models import SPECS, inference_workload, transposed
-from optbench.switches import settings
+from optbench.measuring.switches import settings
 
 CPU = torch.device("cpu")
 

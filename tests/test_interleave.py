@@ -1,12 +1,13 @@
-"""Every case's earlier processes run in waves across the run, before any case is judged (optbench.interleave)."""
+"""Every case's earlier processes run in waves across the run, before any case is judged
+(optbench.running.interleave)."""
 
 import random
 
 from synthetic import HALF_THE_WORK
 
-from optbench.interleave import EarlierProcesses, waves
-from optbench.record import read_records
-from optbench.stats import Interval
+from optbench.running.interleave import EarlierProcesses, waves
+from optbench.storage.record import read_records
+from optbench.verdict.stats import Interval
 
 CASES = ["a", "b", "c", "d"]
 

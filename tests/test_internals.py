@@ -13,9 +13,9 @@ import torch._dynamo.exc
 import torch._dynamo.utils
 
 from optbench import internals
-from optbench.environment import cpu_isa
-from optbench.hardware import cpu_flags, dtype_unsupported_reason
-from optbench.memory import peak_memory_bytes
+from optbench.measuring.hardware import cpu_flags, dtype_unsupported_reason
+from optbench.measuring.memory import peak_memory_bytes
+from optbench.storage.environment import cpu_isa
 
 TORCH = f"torch {importlib.metadata.version('torch')} has no "
 

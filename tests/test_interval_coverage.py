@@ -49,9 +49,9 @@ import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
-from optbench.measurement import MIN_BLOCK_CALLS
+from optbench.measuring.measurement import MIN_BLOCK_CALLS
 from optbench.profiles import PROFILES
-from optbench.stats import estimate
+from optbench.verdict.stats import estimate
 
 RATIO = 1.3
 SIMULATIONS = 600

@@ -25,9 +25,9 @@ import statistics
 
 import pytest
 
-from optbench.isolation import IsolationError, Outcome, Zygote, preloaded_modules
-from optbench.order import check_order, order_markdown
-from optbench.record import read_records
+from optbench.running.isolation import IsolationError, Outcome, Zygote, preloaded_modules
+from optbench.storage.record import read_records
+from optbench.studies.order import check_order, order_markdown
 
 CONFTEST = 'pytest_plugins = ["optbench.plugin"]\n'
 

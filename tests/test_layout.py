@@ -63,7 +63,7 @@ def test_no_module_of_the_package_imports_another_that_imports_it_back():
         order = list(graphlib.TopologicalSorter(package_graph()).static_order())
     except graphlib.CycleError as cycle:
         pytest.fail(f"import cycle: {' -> '.join(cycle.args[1])}")
-    assert "optbench.stats" in order and "optbench.plugin" in order
+    assert "optbench.verdict.stats" in order and "optbench.plugin" in order
 
 
 def test_the_package_never_imports_the_repositorys_catalogue_or_tests():
@@ -94,12 +94,22 @@ def test_private_torch_and_pytest_benchmark_apis_are_reached_only_through_intern
 
 def test_the_graph_sees_relative_lazy_and_type_checking_imports(tmp_path):
     """The two tests above must be able to fail: each kind of import that hid a cycle or the catalogue is seen."""
-    assert "optbench.in_effect" in package_graph()["optbench.case"]
+    assert "optbench.measuring.in_effect" in package_graph()["optbench.measuring.case"]
     sample = tmp_path / "sample.py"
     sample.write_text(
         "from typing import TYPE_CHECKING\n"
         "if TYPE_CHECKING:\n    from .case import Case\n"
-        "def build():\n    from fixtures.models import inference_workload\n    from . import stats\n"
+        "def build():\n    from fixtures.models import inference_workload\n    from ..verdict import stats\n"
     )
-    assert {"optbench.case", "fixtures.models", "optbench.stats"} <= imported(sample, "optbench")
+    found = imported(sample, "optbench.measuring")
+    assert {"optbench.measuring.case", "fixtures.models", "optbench.verdict.stats"} <= found
     assert private("torch.utils._pytree.tree_map") and private("torch._dynamo") and not private("torch.nn.functional")
+
+
+def test_the_public_api_is_what_the_package_exports_and_each_name_resolves():
+    """`from optbench import X` for every declared name, each from its home, and nothing undeclared."""
+    assert sorted(optbench.__all__) == sorted(name for names in optbench._HOMES.values() for name in names)
+    for name in optbench.__all__:
+        assert getattr(optbench, name).__module__.startswith("optbench.") or name.isupper()
+    with pytest.raises(AttributeError, match="no attribute 'stats'"):
+        optbench.stats  # noqa: B018

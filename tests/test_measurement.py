@@ -7,10 +7,10 @@ import types
 import pytest
 import torch
 
-from optbench.cache_flush import CacheFlush, last_level_cache_bytes
-from optbench.clock import DeviceClock
-from optbench.gpu_clocks import GpuClocks, GpuState, clock_note
-from optbench.measurement import (
+from optbench.measuring.cache_flush import CacheFlush, last_level_cache_bytes
+from optbench.measuring.clock import DeviceClock
+from optbench.measuring.gpu_clocks import GpuClocks, GpuState, clock_note
+from optbench.measuring.measurement import (
     MIN_BLOCK_CALLS,
     BeyondTimeLimit,
     Blocks,

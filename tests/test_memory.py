@@ -6,9 +6,15 @@ from dataclasses import replace
 import pytest
 import torch
 
-from optbench.memory import CUDA_GRAPHS_NOTE, MEMORY_EVENT, cuda_graphs_note, peak_live_bytes, peak_memory_bytes
-from optbench.record import Memory, Record, read_records
-from optbench.report import HEADERS, summary_row
+from optbench.measuring.memory import (
+    CUDA_GRAPHS_NOTE,
+    MEMORY_EVENT,
+    cuda_graphs_note,
+    peak_live_bytes,
+    peak_memory_bytes,
+)
+from optbench.reporting.report import HEADERS, summary_row
+from optbench.storage.record import Memory, Record, read_records
 from tests.records import make_record
 
 CPU = torch.device("cpu")
@@ -98,12 +104,12 @@ def test_the_summary_says_n_a_for_a_variant_whose_memory_is_not_measured(optimiz
 
 
 GRAPHED = """
-import optbench.runner
+import optbench.running.runner
 import torch
 from optbench import Case, Exact
 
 # Stands in for a CUDA graph tree that recorded the optimized variant's graph.
-optbench.runner.cuda_graphs_note = lambda device: "graphed"
+optbench.running.runner.cuda_graphs_note = lambda device: "graphed"
 
 
 def test_graphed(optbench):

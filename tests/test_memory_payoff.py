@@ -10,15 +10,15 @@ from torch import nn
 
 from fixtures.data import synthetic_split
 from fixtures.training import PatchMLP, TrainingSpec, training_workload
-from optbench.accuracy import TrainingAgreement
-from optbench.advice import advice_of
-from optbench.baselines import Baseline, BaselineError, Recording, parse_entry
-from optbench.checkpointing import Checkpointed, repeated_blocks
-from optbench.gate import MemoryClaim, judge
-from optbench.memory_payoff import MemoryPayoff, MemoryResult, judge_memory, memory_ratio, ratio_interval
-from optbench.record import Record
-from optbench.stats import Interval
-from optbench.training import Tricks
+from optbench.advise.advice import advice_of
+from optbench.measuring.accuracy import TrainingAgreement
+from optbench.measuring.checkpointing import Checkpointed, repeated_blocks
+from optbench.measuring.memory_payoff import MemoryPayoff, MemoryResult, judge_memory, memory_ratio, ratio_interval
+from optbench.measuring.training import Tricks
+from optbench.storage.baselines import Baseline, BaselineError, Recording, parse_entry
+from optbench.storage.record import Record
+from optbench.verdict.gate import MemoryClaim, judge
+from optbench.verdict.stats import Interval
 from tests.records import make_record
 from tests.test_gate import GOOD, NOWHERE, SETTINGS
 

@@ -1,4 +1,5 @@
-"""The training techniques' observers (`optbench.in_effect`) on stand-in cases, each verdict and its words exact.
+"""The training techniques' observers (`optbench.measuring.in_effect`) on stand-in cases, each verdict and its words
+exact.
 
 The catalogue's own tests (test_data_loading, test_optimizer_tricks, test_memory_payoff, test_host_sync_cases)
 show each observer on the real technique, in worker processes and real training steps: seconds each. These
@@ -13,9 +14,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from optbench import in_effect
-from optbench.accuracy import TrainingOutcome
-from optbench.in_effect import (
+from optbench.measuring import in_effect
+from optbench.measuring.accuracy import TrainingOutcome
+from optbench.measuring.in_effect import (
     HOST_READS,
     HOST_TO_DEVICE_COPIES,
     Autocast,

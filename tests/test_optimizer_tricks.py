@@ -7,9 +7,9 @@ import torch
 
 from fixtures.data import synthetic_split
 from fixtures.training import PatchMLP, TrainingSpec, training_workload
-from optbench.in_effect import OptimizerKernels
+from optbench.measuring.in_effect import OptimizerKernels
+from optbench.measuring.training import OPTIMIZER_ROUNDING, Tricks
 from optbench.techniques.optimizer_impl import with_implementation
-from optbench.training import OPTIMIZER_ROUNDING, Tricks
 
 SPEC = TrainingSpec(lambda: PatchMLP(16, 6), 16, 12, 1, 160, lr=3e-3, weight_decay=1e-2, optimizer="adamw")
 FOR_LOOP = Tricks(optimizer_impl="for-loop")

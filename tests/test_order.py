@@ -3,7 +3,7 @@
 from records import make_record
 
 from optbench.__main__ import main
-from optbench.order import OrderCheck, order_markdown
+from optbench.studies.order import OrderCheck, order_markdown
 
 STEADY = "smoke:b.py::test_x[steady]"
 MOVED = "smoke:b.py::test_x[moved]"

@@ -7,7 +7,7 @@ import pytest
 from synthetic import HALF_THE_WORK
 
 from optbench.__main__ import main
-from optbench.record import read_records
+from optbench.storage.record import read_records
 
 CONFTEST = 'pytest_plugins = ["optbench.plugin"]\n'
 

@@ -7,13 +7,13 @@ import pytest
 import torch
 from transformers.modeling_outputs import BaseModelOutput
 
-from optbench.accuracy import Close, Leaves
-from optbench.case import Observed
-from optbench.compilation import CompileActivity
-from optbench.hardware import Requires, dtype_unsupported_reason
-from optbench.own_model import SpecError, load_workload
-from optbench.record import read_records
-from optbench.runner import raised_by_harness
+from optbench.advise.own_model import SpecError, load_workload
+from optbench.measuring.accuracy import Close, Leaves
+from optbench.measuring.case import Observed
+from optbench.measuring.compilation import CompileActivity
+from optbench.measuring.hardware import Requires, dtype_unsupported_reason
+from optbench.running.runner import raised_by_harness
+from optbench.storage.record import read_records
 from optbench.techniques.cudnn_benchmark import cudnn_benchmark_apart
 from optbench.techniques.reduced_precision import reduced_precision
 from tests import own_models
@@ -90,7 +90,7 @@ def test_leaves_reads_model_outputs_and_nested_dicts():
 
 
 def test_an_error_inside_optbench_is_not_blamed_on_the_model():
-    from optbench.workload import forward
+    from optbench.measuring.workload import forward
 
     with pytest.raises(RuntimeError) as in_torch:
         torch.linalg.inv(torch.zeros(2, 2, dtype=torch.bfloat16))

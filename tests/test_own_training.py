@@ -8,10 +8,10 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
-from optbench.accuracy import TrainingAgreement
-from optbench.own_model import SpecError, load_training
-from optbench.record import read_records
-from optbench.training import REORDERED_FP32, TrainingSetup, Tricks
+from optbench.advise.own_model import SpecError, load_training
+from optbench.measuring.accuracy import TrainingAgreement
+from optbench.measuring.training import REORDERED_FP32, TrainingSetup, Tricks
+from optbench.storage.record import read_records
 from tests.catalogue_run import catalogue
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -7,10 +7,10 @@ import pytest
 import torch
 from synthetic import HALF_THE_WORK
 
-from optbench.allocator import allocator_environment, started_with
-from optbench.environment import environment_key
-from optbench.record import read_records
-from optbench.terminal import ONE_PROCESS_NOTICE
+from optbench.reporting.terminal import ONE_PROCESS_NOTICE
+from optbench.running.allocator import allocator_environment, started_with
+from optbench.storage.environment import environment_key
+from optbench.storage.record import read_records
 
 CONFTEST = 'pytest_plugins = ["optbench.plugin"]\n'
 
@@ -302,7 +302,7 @@ def test_the_run_starts_with_its_time_estimate(project):
 CHECKED = """
 import torch
 from optbench import Case, Exact
-from optbench.accuracy import Check
+from optbench.measuring.accuracy import Check
 
 
 def regions(observed):

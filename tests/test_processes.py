@@ -1,18 +1,18 @@
-"""The interval across a case's processes keeps its promise from both sides, by simulation (optbench.processes).
+"""The interval across a case's processes keeps its promise from both sides, by simulation (optbench.running.processes).
 
 Each simulated process draws its own speedup, mu + a_p with a_p ~ N(0, tau^2)
 (tau 0-10%: issue 34 measured 0-6% between fresh processes on the project's
 VMs), and its own estimate about that with its rounds' noise: drawn near normal
 with its interval, as the harness's are (tests/test_interval_coverage.py), and
 in one scenario timed in paired rounds of AR(1) noise (rho 0.5) and estimated
-by the harness's estimator itself (optbench.stats.speedup). The interval across
+by the harness's estimator itself (optbench.verdict.stats.speedup). The interval across
 k processes must then
 
 - cover mu, the speedup a fresh process has on average, 92-98.5% of the time;
 - be on average at most 1.3x as wide as an oracle's that knows the variances:
   z_0.975 sqrt((tau^2 + var e_p) / k), var e_p measured over the simulations.
 
-k = 6 and 10 (optbench.processes: 1.25x and 1.12x the oracle's width expected
+k = 6 and 10 (optbench.running.processes: 1.25x and 1.12x the oracle's width expected
 from t and c4 alone). A z in place of t covers 89% at k = 6 and fails the
 first; an SE four times too large covers 100% and fails both.
 """
@@ -24,12 +24,18 @@ import numpy as np
 import pytest
 from synthetic import HALF_THE_WORK
 
-from optbench.baselines import ProcessSpread
-from optbench.processes import UNSTABLE_TAU, across_processes, per_process_arguments, read_earlier, write_earlier
 from optbench.profiles import MIN_ROUNDS_FLOOR, PROFILES
-from optbench.record import read_records
-from optbench.runner import TIMING_ONLY
-from optbench.stats import Interval, speedup
+from optbench.running.processes import (
+    UNSTABLE_TAU,
+    across_processes,
+    per_process_arguments,
+    read_earlier,
+    write_earlier,
+)
+from optbench.running.runner import TIMING_ONLY
+from optbench.storage.baselines import ProcessSpread
+from optbench.storage.record import read_records
+from optbench.verdict.stats import Interval, speedup
 
 MU = math.log(1.3)
 ROUNDS = 12

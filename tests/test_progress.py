@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 
 from optbench.profiles import PROFILES
-from optbench.progress import LINE_AFTER_S, Progress, WorkerPhase, at_most_every, phase_kind, progress_mode
+from optbench.reporting.progress import LINE_AFTER_S, Progress, WorkerPhase, at_most_every, phase_kind, progress_mode
 
 CONFTEST = 'pytest_plugins = ["optbench.plugin"]\n'
 # The optimized side sleeps 3 s once, at its fifth call: in the warm-up, after the first calls.

@@ -5,7 +5,8 @@ import pytest
 import torch
 from torch import nn
 
-from optbench.in_effect import InEffect
+from optbench.measuring.in_effect import InEffect
+from optbench.measuring.workload import InferenceWorkload
 from optbench.techniques.quantization import (
     SCHEMES,
     TORCHAO,
@@ -15,7 +16,6 @@ from optbench.techniques.quantization import (
     state_bytes,
     torchao_problem,
 )
-from optbench.workload import InferenceWorkload
 
 CPU_SCHEMES = ["int8-dynamic", "int8-weight-only"]
 

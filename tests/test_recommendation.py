@@ -2,8 +2,8 @@ import dataclasses
 
 import pytest
 
-from optbench.accuracy import Check
-from optbench.recommendation import device_class, is_recommended, recommendation_markdown
+from optbench.measuring.accuracy import Check
+from optbench.reporting.recommendation import device_class, is_recommended, recommendation_markdown
 from tests.records import CPU_KEY, make_record
 
 AMPERE_KEY = "cuda-nvidia-a100-sxm4-80gb-sm80-torch2.14"

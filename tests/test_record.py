@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from optbench.record import RECORDS_FILE, SCHEMA, Record, RecordError, read_records
+from optbench.storage.record import RECORDS_FILE, SCHEMA, Record, RecordError, read_records
 from tests.records import make_record
 
 RUN = Path(__file__).parent / "data" / "epyc-bf16-run.json"

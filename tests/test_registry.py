@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from optbench.advice import advice_of, choose_recipe
-from optbench.record import read_records
-from optbench.stats import Interval
+from optbench.advise.advice import advice_of, choose_recipe
+from optbench.storage.record import read_records
 from optbench.techniques import Technique, Used, named, registered
+from optbench.verdict.stats import Interval
 from tests.records import make_record
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -69,7 +69,7 @@ def test_a_technique_enters_the_recipe_only_through_its_rule(monkeypatch):
         replace(technique, recipe=None) if technique.name == "reduced_precision" else technique
         for technique in registered()
     )
-    monkeypatch.setattr("optbench.advice.registered", lambda: without_rule)
+    monkeypatch.setattr("optbench.advise.advice.registered", lambda: without_rule)
     assert choose_recipe([advice_of(record, "cnn")]).dtype is None
 
 

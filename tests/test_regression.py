@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from optbench.baselines import Baseline, Recording
-from optbench.regression import (
+from optbench.storage.baselines import Baseline, Recording
+from optbench.verdict.regression import (
     PRIOR_SPREAD,
     CaseSpread,
     between_run_variance,
@@ -18,7 +18,7 @@ from optbench.regression import (
     pooled_variance,
     threshold_z,
 )
-from optbench.stats import Interval
+from optbench.verdict.stats import Interval
 
 Z95 = 1.959963984540054
 

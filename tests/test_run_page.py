@@ -13,9 +13,9 @@ import pytest
 from test_compact_summary import RUN, regressed
 
 from optbench.__main__ import main
-from optbench.accuracy import Check
-from optbench.record import Record
-from optbench.run_page import COLOURS, limit_share, write_run_page
+from optbench.measuring.accuracy import Check
+from optbench.reporting.run_page import COLOURS, limit_share, write_run_page
+from optbench.storage.record import Record
 
 BROWSER = shutil.which("chromium-headless-shell")
 PLOTS = ("speedups", "accuracy", "resources")

@@ -7,8 +7,9 @@ import pytest
 import torch
 from torch import nn
 
-from optbench.case import Observed
-from optbench.compilation import CompileActivity
+from optbench.measuring.case import Observed
+from optbench.measuring.compilation import CompileActivity
+from optbench.measuring.workload import InferenceWorkload
 from optbench.techniques.dynamic_shapes import (
     POLICIES,
     CompiledStream,
@@ -18,7 +19,6 @@ from optbench.techniques.dynamic_shapes import (
     dynamic_shapes,
     range_guard_only,
 )
-from optbench.workload import InferenceWorkload
 
 STREAM = SizeStream.up_to(1, 32)
 NOTHING_OBSERVED = Observed(None, CompileActivity())

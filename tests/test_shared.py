@@ -5,8 +5,8 @@ import sys
 
 import torch
 
-from optbench.accuracy import TrainingOutcome
-from optbench.shared import RunShared
+from optbench.measuring.accuracy import TrainingOutcome
+from optbench.measuring.shared import RunShared
 
 KEY = ("resnet", "synthetic", ("Tricks", None))
 
@@ -21,7 +21,7 @@ def test_a_value_is_computed_once_per_run_across_processes(tmp_path):
     first = RunShared(tmp_path).get(KEY, train)
     # Another process of the same run reads it instead of training again.
     program = (
-        "import torch; from optbench.shared import RunShared; "
+        "import torch; from optbench.measuring.shared import RunShared; "
         f"value = RunShared({str(tmp_path)!r}).get({KEY!r}, lambda: 1 / 0); print(value.losses.tolist())"
     )
     finished = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True)

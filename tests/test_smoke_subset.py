@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from optbench.progress import is_case
+from optbench.reporting.progress import is_case
 from tests.catalogue_run import ROOT
 
 OWN_MODEL = "examples/cnn_bn.py"

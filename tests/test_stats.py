@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from optbench.stats import (
+from optbench.verdict.stats import (
     chi2_quantile,
     estimate,
     long_run_variance_factor,
@@ -117,7 +117,8 @@ def test_unpaired_input_is_rejected():
 
 
 def documented_factors(x):
-    """f = max(1, f_NW, f_AR) and f_2 exactly as optbench.stats's docstring states them (f_AR from 12 rounds)."""
+    """f = max(1, f_NW, f_AR) and f_2 exactly as optbench.verdict.stats's docstring states them (f_AR from 12
+    rounds)."""
     n = len(x)
     centered = x - x.mean()
     variance = centered @ centered
@@ -152,7 +153,7 @@ SERIES.append(_E[4:] + _E[2:-2] + _E[:-4])  # correlated at lags 2 and 4 only: t
 
 def test_the_autocorrelation_factors_are_the_documented_ones():
     """Bartlett-window and AR(1) factors, the larger of them and 1, and Bartlett's f_2 for the degrees of freedom."""
-    from optbench.stats import Autocorrelation
+    from optbench.verdict.stats import Autocorrelation
 
     documented = [documented_factors(x) for x in SERIES]
     for x, (f, f2, _, _) in zip(SERIES, documented, strict=True):
@@ -213,7 +214,8 @@ def test_a_noiseless_pilot_plans_the_fewest_rounds():
 
 @pytest.mark.parametrize("degrees_of_freedom", [1, 2.5, 23, 400])
 def test_its_quantiles_and_trimmed_mean_are_scipy_stats_own(degrees_of_freedom):
-    """optbench.stats computes them from scipy.special, without the 1 s import of scipy.stats in every case process."""
+    """optbench.verdict.stats computes them from scipy.special, without the 1 s import of scipy.stats in every case
+    process."""
     for probability in (0.05, 0.9, 0.975):
         assert t_quantile(probability, degrees_of_freedom) == pytest.approx(
             scipy.stats.t.ppf(probability, degrees_of_freedom), rel=1e-9

@@ -6,7 +6,7 @@ import sys
 import pytest
 import torch
 
-from optbench.switches import intra_op_threads, preserved_global_state, settings, under
+from optbench.measuring.switches import intra_op_threads, preserved_global_state, settings, under
 
 
 @pytest.mark.parametrize("flag", ["enabled", "deterministic"])
@@ -46,7 +46,7 @@ NEVER_COMPILES = """
 import sys
 import torch
 from optbench.internals import reset_compiler
-from optbench.switches import deterministic_settings
+from optbench.measuring.switches import deterministic_settings
 
 reset_compiler()
 with deterministic_settings():

@@ -6,9 +6,9 @@ import torch
 from benchmarks.test_compile_training import MODES
 from fixtures.data import load_cifar10, synthetic_cifar, synthetic_split
 from fixtures.training import SPECS, TrainingSpec, training_workload, wide_mlp
-from optbench.accuracy import TrainingAgreement, TrainingOutcome, loss_path_deviation
-from optbench.hardware import dtype_unsupported_reason
-from optbench.training import MIXED_PRECISION, OFF, Loading, Tricks
+from optbench.measuring.accuracy import TrainingAgreement, TrainingOutcome, loss_path_deviation
+from optbench.measuring.hardware import dtype_unsupported_reason
+from optbench.measuring.training import MIXED_PRECISION, OFF, Loading, Tricks
 
 TINY = TrainingSpec(lambda: wide_mlp(128), batch_size=16, steps_per_epoch=12, epochs=2, heldout_size=200)
 
@@ -67,7 +67,8 @@ def test_compile_training_declares_modes_a_training_step_survives(mode):
 
 def test_epoch_slices_continue_one_epoch_and_start_the_next_only_when_it_ends(monkeypatch):
     """Each iter() of a DataLoader with persistent workers restarts the epoch and drops prefetched batches."""
-    monkeypatch.setattr("optbench.training.PINNED_LOADING", Loading())  # the iterator logic is the same, no processes
+    # The iterator logic is the same, with no processes.
+    monkeypatch.setattr("optbench.measuring.training.PINNED_LOADING", Loading())
     spec = replace(TINY, steps_per_call=5)  # 12 batches an epoch: the third call crosses into the second epoch
     trainer = tiny_workload(spec).trainer(OFF)
     epochs_started = []
@@ -187,8 +188,8 @@ from torch import nn
 
 from fixtures.data import synthetic_split
 from fixtures.training import TrainingSpec, training_workload, wide_mlp
-from optbench.accuracy import TrainingAgreement
-from optbench.training import Tricks
+from optbench.measuring.accuracy import TrainingAgreement
+from optbench.measuring.training import Tricks
 
 
 class Noisy(nn.Module):

@@ -3,7 +3,7 @@ import json
 import pytest
 import torch
 
-from optbench.workers import merge_benchmark_runs, threads_per_worker, without_timing_data, worker_device
+from optbench.running.workers import merge_benchmark_runs, threads_per_worker, without_timing_data, worker_device
 
 
 @pytest.mark.parametrize(

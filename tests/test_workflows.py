@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from optbench.allocator import PACKAGES
+from optbench.running.allocator import PACKAGES
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -22,11 +22,11 @@ from fnmatch import fnmatch
 import pytest
 import torch
 
-from optbench.accuracy import Close, ReducedPrecision
-from optbench.hardware import dtype_unsupported_reason
-from optbench.own_model import load_workload
-from optbench.recipe import load_recipe
-from optbench.record import read_records
+from optbench.advise.own_model import load_workload
+from optbench.advise.recipe import load_recipe
+from optbench.measuring.accuracy import Close, ReducedPrecision
+from optbench.measuring.hardware import dtype_unsupported_reason
+from optbench.storage.record import read_records
 from optbench.techniques.reduced_precision import reduced_precision
 from tests.catalogue_run import ROOT, catalogue
 

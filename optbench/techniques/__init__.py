@@ -26,7 +26,7 @@ from typing import Any, Protocol
 
 
 class Measured(Protocol):
-    """What a recipe rule reads of a record (`optbench.record.Record`), named here without importing it."""
+    """What a recipe rule reads of a record (`optbench.storage.record.Record`), named here without importing it."""
 
     @property
     def variant(self) -> str: ...
@@ -55,7 +55,7 @@ class Used:
 
 
 RecipeRule = Callable[[Any, Used], Any]
-"""How a technique enters the recipe: the recipe so far (an `optbench.recipe.Recipe`, which imports the trainer,
+"""How a technique enters the recipe: the recipe so far (an `optbench.advise.recipe.Recipe`, which imports the trainer,
 which imports this module) and the technique's records marked *use* -> the recipe with it."""
 
 
@@ -77,7 +77,8 @@ class Technique:
     recipe: RecipeRule | None = None
     """None: the technique never enters the recipe (a check, an alternative of the process, a kernel choice)."""
     trick: object | None = None
-    """A training technique's part in the trainer, an `optbench.training.TrainingTrick` (typed loosely here: this
+    """A training technique's part in the trainer, an `optbench.measuring.training.TrainingTrick` (typed loosely
+    here: this
     module imports nothing of optbench, and training imports this one to find the tricks)."""
 
 

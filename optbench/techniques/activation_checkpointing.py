@@ -5,10 +5,10 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..checkpointing import checkpoint_blocks, repeated_blocks
-from ..in_effect import LessMemory, Observer, Recomputes
 from ..internals import inductor_with_memory_budget
-from ..training import ForwardLoss, Trainer, TrainingTrick, TrainingWorkload, Tricks
+from ..measuring.checkpointing import checkpoint_blocks, repeated_blocks
+from ..measuring.in_effect import LessMemory, Observer, Recomputes
+from ..measuring.training import ForwardLoss, Trainer, TrainingTrick, TrainingWorkload, Tricks
 from . import Technique
 
 

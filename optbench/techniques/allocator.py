@@ -1,4 +1,4 @@
-"""PyTorch's CPU tuning guide: jemalloc or tcmalloc preloaded vs glibc malloc (`optbench.allocator` starts the
+"""PyTorch's CPU tuning guide: jemalloc or tcmalloc preloaded vs glibc malloc (`optbench.running.allocator` starts the
 process with it)."""
 
 from __future__ import annotations

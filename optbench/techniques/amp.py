@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import torch
 
-from ..hardware import dtype_name
-from ..in_effect import Autocast, ChangesNumbers, Observer
-from ..recipe import Recipe
-from ..training import ForwardLoss, Trainer, TrainingTrick, Tricks
-from ..workload import Batch
+from ..advise.recipe import Recipe
+from ..measuring.hardware import dtype_name
+from ..measuring.in_effect import Autocast, ChangesNumbers, Observer
+from ..measuring.training import ForwardLoss, Trainer, TrainingTrick, Tricks
+from ..measuring.workload import Batch
 from . import Technique, Used
 
 

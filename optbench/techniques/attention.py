@@ -35,11 +35,11 @@ import pytest
 import torch
 from torch import nn
 
-from ..accuracy import REORDERED
-from ..case import Case
-from ..hardware import Requires, dtype_name
-from ..in_effect import InEffect, Side, Sides
-from ..workload import InferenceWorkload, not_applicable
+from ..measuring.accuracy import REORDERED
+from ..measuring.case import Case
+from ..measuring.hardware import Requires, dtype_name
+from ..measuring.in_effect import InEffect, Side, Sides
+from ..measuring.workload import InferenceWorkload, not_applicable
 from . import Technique
 
 FUSED_ATTENTION = frozenset(

@@ -12,11 +12,11 @@ from typing import Any
 
 import torch
 
-from ..accuracy import ReducedPrecision
-from ..case import Case
-from ..hardware import HardwareClass, Requires, dtype_name
-from ..in_effect import Autocast, ChangesNumbers
-from ..workload import InferenceWorkload, not_applicable
+from ..measuring.accuracy import ReducedPrecision
+from ..measuring.case import Case
+from ..measuring.hardware import HardwareClass, Requires, dtype_name
+from ..measuring.in_effect import Autocast, ChangesNumbers
+from ..measuring.workload import InferenceWorkload, not_applicable
 from . import Technique
 
 

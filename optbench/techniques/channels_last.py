@@ -6,12 +6,12 @@ from dataclasses import replace
 
 import torch
 
-from ..accuracy import REORDERED
-from ..case import Case
-from ..hardware import Requires, dtype_name
-from ..in_effect import ChannelsLast
-from ..recipe import Recipe
-from ..workload import InferenceWorkload, channels_last_misfit, not_applicable
+from ..advise.recipe import Recipe
+from ..measuring.accuracy import REORDERED
+from ..measuring.case import Case
+from ..measuring.hardware import Requires, dtype_name
+from ..measuring.in_effect import ChannelsLast
+from ..measuring.workload import InferenceWorkload, channels_last_misfit, not_applicable
 from . import Technique, Used
 
 

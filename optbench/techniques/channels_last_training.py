@@ -5,10 +5,10 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..in_effect import ChannelsLast, Observer
-from ..recipe import Recipe
-from ..training import Trainer, TrainingTrick, TrainingWorkload, Tricks
-from ..workload import Batch, batch_as, channels_last_misfit
+from ..advise.recipe import Recipe
+from ..measuring.in_effect import ChannelsLast, Observer
+from ..measuring.training import Trainer, TrainingTrick, TrainingWorkload, Tricks
+from ..measuring.workload import Batch, batch_as, channels_last_misfit
 from . import Technique, Used
 
 

@@ -9,11 +9,11 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..accuracy import REORDERED, tensors
-from ..case import Case
-from ..hardware import Requires
-from ..recipe import Recipe
-from ..workload import InferenceWorkload
+from ..advise.recipe import Recipe
+from ..measuring.accuracy import REORDERED, tensors
+from ..measuring.case import Case
+from ..measuring.hardware import Requires
+from ..measuring.workload import InferenceWorkload
 from . import Technique, Used
 
 

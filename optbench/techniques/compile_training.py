@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import torch
 
+from ..advise.recipe import Recipe
 from ..internals import mode_uses_cuda_graphs
-from ..recipe import Recipe
-from ..training import ForwardLoss, Trainer, TrainingTrick, Tricks
+from ..measuring.training import ForwardLoss, Trainer, TrainingTrick, Tricks
 from . import Technique, Used
 
 

@@ -6,8 +6,8 @@ from collections.abc import Callable
 
 import torch
 
-from ..recipe import Recipe
-from ..training import Trainer, TrainingTrick, TrainingWorkload, Tricks
+from ..advise.recipe import Recipe
+from ..measuring.training import Trainer, TrainingTrick, TrainingWorkload, Tricks
 from . import Technique, Used
 
 

@@ -30,12 +30,12 @@ import pytest
 import torch
 from torch import nn
 
-from ..accuracy import REORDERED
-from ..case import Case
-from ..hardware import Requires
-from ..in_effect import InEffect, Sides
 from ..internals import tree_leaves, tree_map
-from ..workload import Batch, InferenceWorkload, forward
+from ..measuring.accuracy import REORDERED
+from ..measuring.case import Case
+from ..measuring.hardware import Requires
+from ..measuring.in_effect import InEffect, Sides
+from ..measuring.workload import Batch, InferenceWorkload, forward
 from . import Technique
 
 WARMUP_CALLS = 3

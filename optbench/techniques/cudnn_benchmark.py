@@ -9,11 +9,11 @@ from dataclasses import asdict
 import pytest
 import torch
 
-from ..accuracy import REORDERED, Check
-from ..case import Case, Observed
-from ..hardware import Requires
-from ..remote import RemoteWorkload, WorkerSpec
-from ..workload import InferenceWorkload, not_applicable
+from ..measuring.accuracy import REORDERED, Check
+from ..measuring.case import Case, Observed
+from ..measuring.hardware import Requires
+from ..measuring.workload import InferenceWorkload, not_applicable
+from ..running.remote import RemoteWorkload, WorkerSpec
 from . import Technique
 
 CUDNN_PLANS = Requires(cuda=True, why="cudnn.benchmark chooses among cuDNN convolution algorithms")
@@ -33,7 +33,8 @@ def benchmark_read_by(side: str, expected: bool) -> Callable[[Observed], Check]:
 @contextlib.contextmanager
 def cudnn_benchmark_apart(workload: InferenceWorkload, profile: str, floor: float) -> Iterator[Case]:
     """Seed 004, section 5, on the user's model: cudnn.benchmark off vs on with fixed shapes, each side in a fresh
-    process of its own (optbench.remote) that sets the flag before meeting a shape, since cuDNN keeps the plan it
+    process of its own (optbench.running.remote) that sets the flag before meeting a shape, since cuDNN keeps the
+    plan it
     chose for a shape for the rest of the process whatever the flag says later; the harness times each call's
     round trip, whose pipe overhead is the same on both sides. The workers are stopped when the block ends."""
     device = workload.device

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from torch.utils.data import DataLoader, IterableDataset
 
-from ..in_effect import LoaderWorkers, Observer
-from ..training import Trainer, TrainingTrick, TrainingWorkload, Tricks
+from ..measuring.in_effect import LoaderWorkers, Observer
+from ..measuring.training import Trainer, TrainingTrick, TrainingWorkload, Tricks
 from . import Technique
 
 

@@ -1,6 +1,6 @@
 """DistributedDataParallel's settings (PyTorch's tuning guide), on any training setup over ranks of torch.distributed.
 
-Each case runs the setup on `WORLD` ranks (`optbench.distributed.Ranks`: this
+Each case runs the setup on `WORLD` ranks (`optbench.running.distributed.Ranks`: this
 process is rank 0, the others forked from it; gloo on CPUs, NCCL with one GPU
 per rank). Every rank holds one DDP copy of the setup's model per side of the
 case, and its shard of each batch: the batch split along its first dimension,
@@ -47,14 +47,14 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from ..accuracy import Check, TrainingOutcome
-from ..case import Case, Observed
-from ..distributed import Ranks, world_size_misfit
-from ..hardware import HardwareClass, Requires
-from ..in_effect import InEffect, Side, Sides
 from ..internals import ddp_logging_data, tree_leaves, tree_map
-from ..training import OFF, OPTIMIZER_ROUNDING, TrainingSetup, TrainingWorkload
-from ..workload import Batch, batch_to, not_applicable
+from ..measuring.accuracy import Check, TrainingOutcome
+from ..measuring.case import Case, Observed
+from ..measuring.hardware import HardwareClass, Requires
+from ..measuring.in_effect import InEffect, Side, Sides
+from ..measuring.training import OFF, OPTIMIZER_ROUNDING, TrainingSetup, TrainingWorkload
+from ..measuring.workload import Batch, batch_to, not_applicable
+from ..running.distributed import Ranks, world_size_misfit
 from . import Technique
 
 WORLD = 2

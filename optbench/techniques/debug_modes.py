@@ -8,10 +8,10 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..in_effect import Observer, ReadInside, Side
 from ..internals import profiler_recording
-from ..training import Trainer, TrainingTrick, Tricks
-from ..workload import Batch, batch_as
+from ..measuring.in_effect import Observer, ReadInside, Side
+from ..measuring.training import Trainer, TrainingTrick, Tricks
+from ..measuring.workload import Batch, batch_as
 from . import Technique
 
 

@@ -54,12 +54,12 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..accuracy import REORDERED, Check
-from ..case import Case, Observed
-from ..compilation import watch_compilation
-from ..in_effect import InEffect
 from ..internals import mark_dynamic, tree_leaves, tree_map
-from ..workload import Batch, InferenceWorkload, forward
+from ..measuring.accuracy import REORDERED, Check
+from ..measuring.case import Case, Observed
+from ..measuring.compilation import watch_compilation
+from ..measuring.in_effect import InEffect
+from ..measuring.workload import Batch, InferenceWorkload, forward
 from . import Technique
 
 STREAM_FRACTIONS = (0.625, 0.375, 1.0, 0.28, 0.8, 0.52, 0.45, 0.75)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import torch
 
-from ..in_effect import HOST_READS, HOST_TO_DEVICE_COPIES, HostTraffic, Observer
 from ..internals import tree_flatten, tree_unflatten
-from ..training import Trainer, TrainingTrick, Tricks
-from ..workload import Batch
+from ..measuring.in_effect import HOST_READS, HOST_TO_DEVICE_COPIES, HostTraffic, Observer
+from ..measuring.training import Trainer, TrainingTrick, Tricks
+from ..measuring.workload import Batch
 from . import Technique
 
 

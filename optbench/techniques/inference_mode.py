@@ -9,11 +9,11 @@ from typing import Any
 
 import torch
 
-from ..accuracy import Exact
-from ..case import Case
-from ..in_effect import AutogradMode
-from ..recipe import Recipe
-from ..workload import InferenceWorkload
+from ..advise.recipe import Recipe
+from ..measuring.accuracy import Exact
+from ..measuring.case import Case
+from ..measuring.in_effect import AutogradMode
+from ..measuring.workload import InferenceWorkload
 from . import Technique, Used
 
 AUTOGRAD_CONTEXTS: dict[str, Callable[[], Any]] = {

@@ -8,12 +8,12 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..accuracy import REORDERED, TF32_MAX_RELATIVE_RMSE, Close, ReducedPrecision, tensors
-from ..case import Case
-from ..hardware import AMPERE, AMX, Requires, cuda_capability, dtype_name
-from ..in_effect import ChangesNumbers, Converted
-from ..switches import Change, under
-from ..workload import Batch, InferenceWorkload, batch_as, forward
+from ..measuring.accuracy import REORDERED, TF32_MAX_RELATIVE_RMSE, Close, ReducedPrecision, tensors
+from ..measuring.case import Case
+from ..measuring.hardware import AMPERE, AMX, Requires, cuda_capability, dtype_name
+from ..measuring.in_effect import ChangesNumbers, Converted
+from ..measuring.switches import Change, under
+from ..measuring.workload import Batch, InferenceWorkload, batch_as, forward
 from . import Technique
 
 CUDNN_BENCHMARK: Change = (torch.backends.cudnn, "benchmark", True)

@@ -7,10 +7,10 @@ import inspect
 
 import torch
 
-from ..in_effect import Observer, OptimizerKernels
+from ..advise.recipe import Recipe
 from ..internals import fused_optimizer_devices
-from ..recipe import Recipe
-from ..training import Trainer, TrainingTrick, TrainingWorkload, Tricks
+from ..measuring.in_effect import Observer, OptimizerKernels
+from ..measuring.training import Trainer, TrainingTrick, TrainingWorkload, Tricks
 from . import Technique, Used
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from torch.utils.data import DataLoader
 
-from ..in_effect import Observer, PinnedCopies
-from ..recipe import Recipe
-from ..training import Trainer, TrainingTrick, TrainingWorkload, Tricks
+from ..advise.recipe import Recipe
+from ..measuring.in_effect import Observer, PinnedCopies
+from ..measuring.training import Trainer, TrainingTrick, TrainingWorkload, Tricks
 from . import Technique, Used
 
 

@@ -34,11 +34,11 @@ import pytest
 import torch
 from torch import nn
 
-from ..accuracy import ReducedPrecision
-from ..case import Case
-from ..hardware import Requires
-from ..in_effect import InEffect, Sides
-from ..workload import InferenceWorkload, not_applicable
+from ..measuring.accuracy import ReducedPrecision
+from ..measuring.case import Case
+from ..measuring.hardware import Requires
+from ..measuring.in_effect import InEffect, Sides
+from ..measuring.workload import InferenceWorkload, not_applicable
 from . import Technique
 
 TORCHAO = {"2.14": "0.18.0", "2.9": "0.15.0"}

@@ -5,17 +5,18 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
-from ..accuracy import REORDERED, Close, ReducedPrecision, tensors
-from ..case import Case
-from ..hardware import Requires, dtype_name
-from ..in_effect import AutogradMode, ChangesNumbers, ChannelsLast, Converted, SettingInside
-from ..workload import InferenceWorkload
+from ..measuring.accuracy import REORDERED, Close, ReducedPrecision, tensors
+from ..measuring.case import Case
+from ..measuring.hardware import Requires, dtype_name
+from ..measuring.in_effect import AutogradMode, ChangesNumbers, ChannelsLast, Converted, SettingInside
+from ..measuring.workload import InferenceWorkload
 from . import Technique
 from .tf32 import BF16_MAX_RELATIVE_RMSE
 
 
 def recipe(workload: InferenceWorkload, recipe: ModuleType) -> Case:
-    """A recipe written by `advise` (optbench.recipe), end to end, vs the plain fp32 model called with autograd on:
+    """A recipe written by `advise` (optbench.advise.recipe), end to end, vs the plain fp32 model called with
+    autograd on:
     the measured headline, since the effects of its parts do not multiply."""
     plain, model = workload.model(), recipe.apply(workload.model())
     batch = recipe.prepare(workload.inputs)

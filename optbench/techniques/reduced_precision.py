@@ -6,12 +6,12 @@ from dataclasses import replace
 
 import torch
 
-from ..accuracy import ReducedPrecision
-from ..case import Case
-from ..hardware import HardwareClass, Requires, dtype_name
-from ..in_effect import ChangesNumbers, Converted
-from ..recipe import Recipe
-from ..workload import InferenceWorkload
+from ..advise.recipe import Recipe
+from ..measuring.accuracy import ReducedPrecision
+from ..measuring.case import Case
+from ..measuring.hardware import HardwareClass, Requires, dtype_name
+from ..measuring.in_effect import ChangesNumbers, Converted
+from ..measuring.workload import InferenceWorkload
 from . import Technique, Used
 
 

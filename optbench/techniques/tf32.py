@@ -9,14 +9,14 @@ import pytest
 import torch
 from torch import nn
 
-from ..accuracy import TF32_MAX_RELATIVE_RMSE, ReducedPrecision
-from ..case import Case
-from ..hardware import AMPERE, AMX, HardwareClass, Requires
-from ..in_effect import SettingInside, Side
-from ..recipe import BACKENDS, Recipe
-from ..record import Record
-from ..switches import Change, under
-from ..workload import InferenceWorkload, not_applicable
+from ..advise.recipe import BACKENDS, Recipe
+from ..measuring.accuracy import TF32_MAX_RELATIVE_RMSE, ReducedPrecision
+from ..measuring.case import Case
+from ..measuring.hardware import AMPERE, AMX, HardwareClass, Requires
+from ..measuring.in_effect import SettingInside, Side
+from ..measuring.switches import Change, under
+from ..measuring.workload import InferenceWorkload, not_applicable
+from ..storage.record import Record
 from . import Technique, Used
 
 TENSOR_CORES = Requires(min_capability=(8, 0), why="TF32 runs on tensor cores (Ampere and later)")

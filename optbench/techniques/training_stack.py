@@ -1,4 +1,4 @@
-"""Seed 000's closing question: every training trick this device has, at once (`optbench.training.stack`)."""
+"""Seed 000's closing question: every training trick this device has, at once (`optbench.measuring.training.stack`)."""
 
 from __future__ import annotations
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from ..in_effect import GradsCleared, Observer
-from ..recipe import Recipe
-from ..training import Trainer, TrainingTrick, Tricks
+from ..advise.recipe import Recipe
+from ..measuring.in_effect import GradsCleared, Observer
+from ..measuring.training import Trainer, TrainingTrick, Tricks
 from . import Technique, Used
 
 

@@ -1,0 +1,1 @@
+"""What a run prints and writes: tables, the summary, the run page, the dashboard, cross-run reports."""

@@ -1,0 +1,1 @@
+"""What a run keeps: records, baselines, histories, run folders, the environment key."""

@@ -1,0 +1,1 @@
+"""The verdict and its statistics: intervals, the history-based test, the gate, change points."""
