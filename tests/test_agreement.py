@@ -1,5 +1,6 @@
 """The suite's speedup held against torch.utils.benchmark.Timer."""
 
+import gc
 import statistics
 import subprocess
 import sys
@@ -115,3 +116,17 @@ def test_agree_command_on_a_catalogue_case(tmp_path):
         if abs(gap) < GAP_LIMIT:
             return
     raise AssertionError("suite and independent timer apart by more than 10% in two pairs:\n" + "\n".join(rows))
+
+
+@pytest.mark.parametrize("disable_gc", [False, True])
+def test_the_independent_timer_times_with_the_garbage_collector_as_the_suite_does(disable_gc):
+    """Timer, like timeit, switches gc off in its loop unless told otherwise; the suite times with gc on (pytest-
+    benchmark's default), so a side that makes garbage would read faster under Timer alone."""
+    seen = []
+
+    def probe():
+        seen.append(gc.isenabled())
+
+    independent_ratios(probe, probe, repetitions=2, min_run_time=0.01, disable_gc=disable_gc)
+    timed = seen[2:]  # after each side's first call, made outside Timer
+    assert timed and set(timed) == {not disable_gc}

@@ -270,8 +270,10 @@ class CaseRunner:
     def _time_independently(self, case: Case) -> Record:
         """Only the independent timer, on a fresh process's first calls of the case (optbench.studies.agreement)."""
         reset_compiler()
+        # As the suite times: a run with --benchmark-disable-gc passes it to this process (confirmation._FLAG_OPTIONS).
+        disable_gc = benchmark_timing(self.benchmark)[1] if self.benchmark.enabled else False
         with preserved_global_state():
-            ratios = independent_ratios(case.reference, case.optimized)
+            ratios = independent_ratios(case.reference, case.optimized, disable_gc=disable_gc)
         record = Record(
             **self.identity(case),
             independent_ratios=ratios,

@@ -46,14 +46,25 @@ def independent_ratios(
     optimized: Callable[[], Any],
     repetitions: int = REPETITIONS,
     min_run_time: float = MIN_RUN_TIME_S,
+    disable_gc: bool = False,
 ) -> list[float]:
-    """reference/optimized median time per call by Timer.blocked_autorange, one ratio per ABBA pair."""
+    """reference/optimized median time per call by Timer.blocked_autorange, one ratio per ABBA pair.
+
+    With the garbage collector as the suite times (`disable_gc`: pytest-benchmark's --benchmark-disable-gc, off by
+    default, as in the user's program): Timer inherits timeit's habit of switching it off for its loop, so without
+    timeit's documented remedy, `gc.enable()` in the setup, the two timers would measure different programs
+    wherever a side makes Python garbage. It is not what kept the suite and Timer apart where they disagree most
+    (2-core Xeon family 6 model 167, 2026-12-08, `optbench agree -- --processes 3`, suite [interval] vs Timer):
+    compiled decoding (single-short) read 1.54x [1.40, 1.71] vs 1.26x with gc on in both, 1.53x [1.47, 1.59] vs
+    1.26x with gc off in both; the DataLoader workers case 1.01x [0.93, 1.10] vs 1.09x, and 1.02x [0.99, 1.05] vs
+    1.13x (docs/validation.md)."""
 
     threads = torch.get_num_threads()
+    setup = "pass" if disable_gc else "import gc; gc.enable()"
 
     def median_s(fn: Callable[[], Any]) -> float:
         # Timer runs on one thread unless told otherwise; the suite measures with the run's threads.
-        timer = Timer(stmt="fn()", globals={"fn": fn}, num_threads=threads)
+        timer = Timer(stmt="fn()", setup=setup, globals={"fn": fn}, num_threads=threads)
         return timer.blocked_autorange(min_run_time=min_run_time).median
 
     # Compilation and first-call set-up are not the steady state Timer is asked about.
