@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 import torch
 
-from .advise.own_model import SpecError, load_training, load_workload
-from .advise.recipe import load_recipe
+from .advise.own_inputs import OwnInputs, load_own_inputs
+from .advise.own_model import SpecError
 from .measuring.faults import forget_frames, release_memory
 from .measuring.training import TrainingWorkload
 from .measuring.workload import InferenceWorkload
@@ -39,7 +39,7 @@ from .reporting.recommendation import recommendation_markdown
 from .reporting.report import summary
 from .reporting.run_page import PAGE, write_run_page
 from .reporting.terminal import SummarizedRun, write_summary
-from .running.allocator import Allocator, AllocatorNotFound, allocator_environment, detect_allocator, started_with
+from .running.allocator import Allocator, AllocatorFixed, AllocatorNotFound, measuring_allocator
 from .running.confirmation import confirm_in_fresh_process, independent_in_fresh_process
 from .running.forks import CaseForks
 from .running.isolation import Outcome
@@ -141,9 +141,7 @@ class OptbenchSession:
         )  # fmt: skip
         self.progress: Progress | None = None
         """Made once the cases are counted (the terminal reporter exists by then)."""
-        self.own_workload = self._own_workload()
-        self.own_training = self._own_training()
-        self.own_recipe = self._own_recipe()
+        self.own = self._own_inputs()
 
     def _progress(self, cases: frozenset[str]) -> Progress | None:
         """The live status on this run's terminal; None where this process does not write to it."""
@@ -180,75 +178,23 @@ class OptbenchSession:
             self.worker_phases = Path(tempfile.mkdtemp(prefix="optbench-phases-"))
         node.workerinput[WORKER_PHASES] = str(self.worker_phases)
 
-    def _own_recipe(self) -> ModuleType | None:
-        path = option(self.config, "recipe")
-        if path is None:
-            return None
-        if not self.own_fixtures:
-            raise pytest.UsageError("--recipe is measured on your model: give --model and --inputs, or --train, too")
+    def _own_inputs(self) -> OwnInputs:
+        config = self.config
         try:
-            return load_recipe(path)
+            return load_own_inputs(
+                option(config, "model"), option(config, "inputs"), option(config, "train"),
+                option(config, "recipe"), option(config, "model_name"), self.device,
+            )  # fmt: skip
         except SpecError as error:
             raise pytest.UsageError(str(error)) from None
-
-    def _own_workload(self) -> InferenceWorkload | None:
-        """The user's model (--model), loaded and checked now, so that a model that cannot run stops the run
-        before anything is measured or written."""
-        spec = option(self.config, "model")
-        if spec is None:
-            if option(self.config, "inputs") is not None:
-                raise pytest.UsageError("--inputs is for --model: give the model function too (--model SPEC)")
-            return None
-        try:
-            return load_workload(spec, option(self.config, "inputs"), option(self.config, "model_name"), self.device)
-        except SpecError as error:
-            raise pytest.UsageError(str(error)) from None
-
-    def _own_training(self) -> TrainingWorkload | None:
-        """The user's training setup (--train), loaded and checked now, as --model is."""
-        spec = option(self.config, "train")
-        if spec is None:
-            return None
-        try:
-            return load_training(spec, option(self.config, "model_name"), self.device)
-        except SpecError as error:
-            raise pytest.UsageError(str(error)) from None
-
-    @property
-    def own_fixtures(self) -> frozenset[str]:
-        """The workload fixtures the user's model or setup stands in for: only their techniques run."""
-        return frozenset(
-            fixture
-            for fixture, own in (("workload", self.own_workload), ("training", self.own_training))
-            if own is not None
-        )
 
     def _allocator(self) -> tuple[Allocator, dict[str, str]]:
-        """The allocator the cases are measured with, and the environment that starts their processes with it.
-
-        Without --allocator, the system's (glibc with its thresholds fixed: optbench.running.allocator.GLIBC_THRESHOLDS)
-        unless this process preloads another; a run that measures in its own process (--isolation none) keeps
-        whatever it started with, and its environment key says so.
-        """
-        # An xdist worker's variables would make a case's process act as a worker, which records nothing itself.
-        environment = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
-        own = detect_allocator()
-        requested = option(self.config, "allocator")
         try:
-            wanted = allocator_environment(requested or ("system" if own.is_system else own.name), environment)
+            return measuring_allocator(option(self.config, "allocator"), self.isolates())
         except AllocatorNotFound as error:
             raise pytest.UsageError(f"--allocator: {error}") from None
-        measuring = started_with(wanted)
-        if (measuring.name, measuring.settings) == (own.name, own.settings):
-            return own, environment
-        if self.isolates():
-            return measuring, wanted
-        if requested is None:
-            return own, environment
-        raise pytest.UsageError(
-            f"--allocator {requested}: this process runs {own.label}, and an allocator is chosen when a process "
-            "starts; measure with --isolation process (the default), or start pytest with it preloaded"
-        )
+        except AllocatorFixed as error:
+            raise pytest.UsageError(str(error)) from None
 
     @property
     def is_helper(self) -> bool:
@@ -526,12 +472,12 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
 
 def own_workload(config: pytest.Config) -> InferenceWorkload | None:
     """The user's model (--model) as the workload every inference technique runs on; None without --model."""
-    return config.stash[_SESSION].own_workload
+    return config.stash[_SESSION].own.workload
 
 
 def own_training(config: pytest.Config) -> TrainingWorkload | None:
     """The user's training setup (--train) as the workload every training technique runs on; None without it."""
-    return config.stash[_SESSION].own_training
+    return config.stash[_SESSION].own.training
 
 
 WORKLOAD_MARKERS = {"workloads": ("workload", own_workload), "trainings": ("training", own_training)}
@@ -553,7 +499,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if is_case(item):
             item.add_marker("timed")
     session = config.stash[_SESSION]
-    if own := session.own_fixtures:  # only the techniques that take the user's model or setup run
+    if own := session.own.fixtures:  # only the techniques that take the user's model or setup run
         runs_on_own = [bool(own & set(getattr(item, "fixturenames", ()))) for item in items]
         others = [item for item, on_own in zip(items, runs_on_own, strict=True) if not on_own]
         if others:
@@ -580,7 +526,7 @@ def count_gated(config: pytest.Config, items: Sequence[pytest.Item]) -> None:
     session.gate_cases(sum(baselines.get(session.case_id(item.nodeid)) is not None for item in cases))
     # Under --model or --train the built-in cases are not collected, so their entries are not stale.
     stale = baselines.unknown_cases(session.profile.name, {item.nodeid for item in cases})
-    if stale and not session.own_fixtures:
+    if stale and not session.own.fixtures:
         config.issue_config_time_warning(
             pytest.PytestWarning(
                 f"{baselines.path}: {len(stale)} entries name no collected case (e.g. {stale[0]}); "
@@ -593,7 +539,7 @@ def count_gated(config: pytest.Config, items: Sequence[pytest.Item]) -> None:
 @pytest.fixture(scope="session")
 def own_recipe(pytestconfig: pytest.Config) -> ModuleType:
     """The recipe file given with --recipe, imported (optbench.advise.recipe)."""
-    recipe = pytestconfig.stash[_SESSION].own_recipe
+    recipe = pytestconfig.stash[_SESSION].own.recipe
     if recipe is None:
         pytest.skip("measures a recipe: give --recipe PATH with --model/--inputs or --train (as advise does)")
     return recipe

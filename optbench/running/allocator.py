@@ -277,3 +277,36 @@ def started_with(environment: Mapping[str, str]) -> Allocator:
     preloads = re.split(r"[:\s]+", environment.get("LD_PRELOAD", ""))
     library = next((entry for entry in preloads if entry and _preloaded_name(entry) is not None), None)
     return classify(library, environment, _libc())
+
+
+class AllocatorFixed(Exception):
+    """An allocator was asked for in a process that measures in itself, where the one it started with is fixed."""
+
+
+def measuring_allocator(
+    requested: str | None, isolates: bool, environ: Mapping[str, str] | None = None
+) -> tuple[Allocator, dict[str, str]]:
+    """The allocator a run's cases are measured with, and the environment that starts their processes with it.
+
+    Without `requested`, the system's (glibc with its thresholds fixed: GLIBC_THRESHOLDS) unless this process
+    preloads another. A run that measures in its own process (not `isolates`) keeps whatever it started with, and
+    its environment key says so; asked for another, it raises `AllocatorFixed`. A missing library raises
+    `AllocatorNotFound`.
+    """
+    # An xdist worker's variables would make a case's process act as a worker, which records nothing itself.
+    environment = {
+        k: v for k, v in (os.environ if environ is None else environ).items() if not k.startswith("PYTEST_XDIST")
+    }
+    own = detect_allocator()
+    wanted = allocator_environment(requested or ("system" if own.is_system else own.name), environment)
+    measuring = started_with(wanted)
+    if (measuring.name, measuring.settings) == (own.name, own.settings):
+        return own, environment
+    if isolates:
+        return measuring, wanted
+    if requested is None:
+        return own, environment
+    raise AllocatorFixed(
+        f"--allocator {requested}: this process runs {own.label}, and an allocator is chosen when a process "
+        "starts; measure with --isolation process (the default), or start pytest with it preloaded"
+    )
